@@ -1,0 +1,168 @@
+"""Nightly serving evaluation: convert each model, serve it on each stack one server at a time, load-test it,
+validate the results and publish them to S3.
+
+Every night at 02:00 UTC, or from the trigger form. Each mapped `measure` task is one server session (start,
+all its load points, stop) in the `serving_eval_host` pool, one at a time per host, so no two servers are
+ever up together. Failed cells are published (run marked partial) and then fail the run in `check`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from airflow.sdk import Asset, Param, dag, get_current_context, setup, task, teardown
+
+from tasks.config import ARRIVALS, LAUNCHERS, MAX_BATCH_SIZE, MAX_READY_TIMEOUT_S, RunConfig, model_names, server_names
+from tasks.convert import FORMATS
+from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MODES
+from tasks.serve.base import DEVICES
+
+PUBLISHED_RUNS = Asset(name="serving_eval_published_runs", uri="s3://serving-eval/serving-eval/runs")
+HOST_POOL = "serving_eval_host"  # one slot per host that runs servers: one server session at a time
+D = RunConfig()  # the defaults, written once
+
+
+def _connection(conn_id: str):
+    from airflow.sdk import Connection
+
+    from tasks.store import ConnectionFields
+
+    conn = Connection.get(conn_id)
+    return ConnectionFields(conn_id, conn.login, conn.password, conn.extra_dejson)
+
+
+@dag(
+    dag_id=Path(__file__).stem,
+    schedule="0 2 * * *",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["serving", "benchmark"],
+    doc_md=__doc__,
+    params={
+        "models": Param(list(D.models), type="array", minItems=1, items={"type": "string", "enum": model_names()},
+                        examples=model_names(), title="Models", section="What to measure"),
+        "formats": Param(list(D.formats), type="array", minItems=1, items={"type": "string", "enum": list(FORMATS)},
+                         examples=list(FORMATS), title="Formats", section="What to measure"),
+        "servers": Param(list(D.servers), type="array", minItems=1, items={"type": "string", "enum": server_names()},
+                         examples=server_names(), title="Servers", section="What to measure"),
+        "launcher": Param(D.launcher, type="string", enum=list(LAUNCHERS), title="Launcher",
+                          description="process: local runtime venvs; docker: containers", section="What to measure"),
+        "device": Param(D.device, type="string", enum=list(DEVICES), title="Device", section="What to measure"),
+        "batch_sizes": Param(list(D.batch_sizes), type="array", minItems=1,
+                             items={"type": "integer", "minimum": 1, "maximum": MAX_BATCH_SIZE},
+                             title="Batch sizes", section="Load"),
+        "mode": Param(D.mode, type="string", enum=list(MODES), title="Mode",
+                      description="concurrency: closed loop; rate: open loop", section="Load"),
+        "concurrencies": Param(list(D.concurrencies), type="array", minItems=1,
+                               items={"type": "integer", "minimum": 1, "maximum": MAX_CONCURRENCY},
+                               title="Concurrencies (closed loop)", section="Load"),
+        "rates": Param(list(D.rates), type="array", minItems=1, items={"type": "number", "exclusiveMinimum": 0},
+                       title="Rates, requests/s (open loop)", section="Load"),
+        "arrival": Param(D.arrival, type="string", enum=list(ARRIVALS), title="Arrivals (open loop)", section="Load"),
+        "duration_s": Param(D.duration_s, type="number", exclusiveMinimum=0, maximum=MAX_DURATION_S,
+                            title="Measured seconds per load point", section="Load"),
+        "warmup_s": Param(D.warmup_s, type="number", minimum=0, maximum=MAX_DURATION_S,
+                          title="Warm-up seconds (discarded)", section="Load"),
+        "window_s": Param(D.window_s, type="number", exclusiveMinimum=0, maximum=MAX_DURATION_S,
+                          title="Window seconds", section="Load"),
+        "stability_pct": Param(D.stability_pct, type="number", exclusiveMinimum=0, maximum=100,
+                               title="Stability band, %", section="Load"),
+        "request_timeout_s": Param(D.request_timeout_s, type="number", exclusiveMinimum=0, maximum=600,
+                                   title="Request timeout, s", section="Load"),
+        "ready_timeout_s": Param(D.ready_timeout_s, type="number", exclusiveMinimum=0, maximum=MAX_READY_TIMEOUT_S,
+                                 title="Server readiness timeout, s", section="Serving"),
+        "dynamic_batching": Param(D.dynamic_batching, type="boolean", title="Dynamic batching", section="Serving"),
+        "max_batch_size": Param(D.max_batch_size, type="integer", minimum=1, maximum=MAX_BATCH_SIZE,
+                                title="Server max batch size", section="Serving"),
+        "pin_cpus": Param(D.pin_cpus, type="boolean", title="Pin server and generator to separate cores",
+                          section="Serving"),
+        "s3_bucket": Param(D.s3_bucket, type="string", minLength=3, maxLength=63, title="S3 bucket", section="Store"),
+        "s3_prefix": Param(D.s3_prefix, type="string", title="S3 prefix", section="Store"),
+        "aws_conn_id": Param(D.aws_conn_id, type="string", minLength=1, title="AWS connection id", section="Store"),
+        "fail_on_cell_failure": Param(D.fail_on_cell_failure, type="boolean",
+                                      title="Fail the run when a cell failed (after publishing)", section="Store"),
+    },
+)
+def nightly_serving_eval():
+    @setup
+    def sweep_leftovers() -> int:
+        from tasks.pipeline import sweep_leftovers
+
+        return sweep_leftovers()
+
+    @task
+    def start(params=None, run_id=None, dag_run=None) -> dict:
+        from tasks.pipeline import start_run
+
+        logical = (dag_run.logical_date or dag_run.run_after).isoformat()
+        return start_run(dict(params), run_id=run_id, logical_date=logical, conn=_connection(params["aws_conn_id"]))
+
+    @task
+    def conversions(started: dict) -> list[dict]:
+        return started["conversions"]
+
+    @task
+    def sessions(started: dict) -> list[dict]:
+        return started["sessions"]
+
+    @task(retries=1, map_index_template="{{ task.op_kwargs['conversion']['model'] }}.{{ task.op_kwargs['conversion']['format'] }}")
+    def convert(conversion: dict) -> dict:
+        from tasks.pipeline import convert_step
+
+        return convert_step(conversion)
+
+    @task(pool=HOST_POOL, max_active_tis_per_dag=1, map_index_template="{{ task.op_kwargs['session']['session_id'] }}")
+    def measure(session: dict, started: dict, converted: list[dict]) -> dict:
+        from tasks.config import RunConfig
+        from tasks.measure import measure_session
+
+        return measure_session(session, list(converted), started["run"], RunConfig.from_params(started["config"]))
+
+    @task(trigger_rule="all_done")
+    def collect(started: dict, measured: list[dict]) -> dict:
+        from tasks.pipeline import collect_results
+
+        return collect_results(started, list(measured))
+
+    @task
+    def validate(started: dict, collected: dict, converted: list[dict]) -> dict:
+        from tasks.pipeline import validate_step
+
+        return validate_step(started, collected, list(converted))
+
+    @task(outlets=[PUBLISHED_RUNS])
+    def publish(started: dict, collected: dict, converted: list[dict], validation: dict) -> dict:
+        from tasks.pipeline import publish_step
+
+        summary = publish_step(started, collected, list(converted), validation, _connection(started["config"]["aws_conn_id"]))
+        get_current_context()["outlet_events"][PUBLISHED_RUNS].extra = summary
+        return summary
+
+    @task
+    def check(summary: dict) -> dict:
+        from tasks.pipeline import check_outcome
+
+        return check_outcome(summary)
+
+    @teardown
+    def sweep_run_leftovers(run_id=None) -> int:
+        from tasks.pipeline import cleanup_run_dir, sweep_leftovers
+
+        swept = sweep_leftovers(run_id)
+        cleanup_run_dir(run_id)
+        return swept
+
+    before = sweep_leftovers()
+    started = start()
+    converted = convert.expand(conversion=conversions(started))
+    measured = measure.partial(started=started, converted=converted).expand(session=sessions(started))
+    collected = collect(started, measured)
+    summary = publish(started, collected, converted, validate(started, collected, converted))
+    before >> started
+    summary >> sweep_run_leftovers() << before
+    check(summary)
+
+
+nightly_serving_eval()

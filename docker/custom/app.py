@@ -1,0 +1,112 @@
+"""Entry point of the `custom` runtime: a hand-written FastAPI service over ONNX Runtime.
+
+It speaks the KServe v2 REST inference protocol (the same client drives Triton, KServe and this), and is
+deliberately what a team would write itself: one process, one model, JSON in and out.
+
+    python docker/custom/app.py --host 127.0.0.1 --port 8000 --model-dir DIR --model-name NAME
+"""
+
+# No `from __future__ import annotations`: FastAPI resolves handler annotations at runtime.
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+SERVER_NAME = "serving-eval-custom"
+SERVER_VERSION = "0.1.0"
+V2_DTYPES = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32": np.int32}
+NP_TO_V2 = {np.dtype(v).name: k for k, v in V2_DTYPES.items()}
+
+
+class OnnxEngine:
+    def __init__(self, path: Path, threads: int) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name: i for i in self.session.get_inputs()}
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.version = f"onnxruntime {ort.__version__}"
+
+    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(self.output_names, self.session.run(self.output_names, inputs)))
+
+
+def load_engine(model_dir: Path, threads: int) -> OnnxEngine:
+    files = sorted(model_dir.glob("*.onnx"))
+    if not files:
+        raise FileNotFoundError(f"no .onnx model in {model_dir}")
+    return OnnxEngine(files[0], threads)
+
+
+def create_app(engine: OnnxEngine, model_name: str):
+    from fastapi import FastAPI, Request, Response
+
+    app = FastAPI(title=SERVER_NAME, version=SERVER_VERSION)
+
+    def error(status: int, message: str) -> Response:
+        return Response(json.dumps({"error": message}), status_code=status, media_type="application/json")
+
+    @app.get("/v2/health/live")
+    @app.get("/v2/health/ready")
+    @app.get(f"/v2/models/{model_name}/ready")
+    def ready() -> dict:
+        return {"ready": True}
+
+    @app.get("/v2")
+    def server_metadata() -> dict:
+        return {"name": SERVER_NAME, "version": SERVER_VERSION, "extensions": [], "engine": engine.version}
+
+    @app.get(f"/v2/models/{model_name}")
+    def model_metadata() -> dict:
+        return {"name": model_name, "platform": "onnxruntime", "inputs": [
+            {"name": i.name, "datatype": i.type, "shape": i.shape} for i in engine.inputs.values()]}
+
+    @app.post("/v2/models/{name}/infer")
+    async def infer(name: str, request: Request) -> Response:
+        if name != model_name:
+            return error(404, f"unknown model {name!r}; this server serves {model_name!r}")
+        try:
+            body = json.loads(await request.body())
+            inputs = {}
+            for item in body["inputs"]:
+                dtype = V2_DTYPES[item["datatype"]]
+                inputs[item["name"]] = np.asarray(item["data"], dtype=dtype).reshape(item["shape"])
+        except (KeyError, ValueError, TypeError) as exc:
+            return error(400, f"bad inference request: {type(exc).__name__}: {exc}")
+        try:
+            outputs = engine(inputs)
+        except Exception as exc:  # noqa: BLE001 - the engine's message is what the client needs
+            return error(500, f"inference failed: {exc}")
+        payload = {"model_name": model_name, "outputs": [
+            {"name": k, "shape": list(v.shape), "datatype": NP_TO_V2.get(v.dtype.name, "FP32"), "data": v.ravel().tolist()}
+            for k, v in outputs.items()]}
+        return Response(json.dumps(payload), media_type="application/json")
+
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--model-dir", type=Path, required=True)
+    parser.add_argument("--model-name", required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    import uvicorn
+
+    engine = load_engine(args.model_dir, args.threads)
+    app = create_app(engine, args.model_name)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Builders of source models. They import torch/tensorflow and only ever run inside a runtime."""

@@ -1,0 +1,118 @@
+"""The run configuration: the DAG's Params (or the CLI's JSON) parsed and checked before any work starts.
+
+The same rules as the Params' JSON schema are enforced here, so a run started from the CLI, a test or an
+old trigger form gets the same clear error naming the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from tasks.convert import FORMATS
+from tasks.errors import ConfigError
+from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MODES
+from tasks.serve.base import DEVICES
+from tasks.spec import catalogue
+
+LAUNCHERS = ("process", "docker")
+ARRIVALS = ("constant", "poisson")
+MAX_BATCH_SIZE = 1024
+MAX_READY_TIMEOUT_S = 1800
+
+
+def model_names() -> list[str]:
+    return sorted(catalogue())
+
+
+def server_names() -> list[str]:
+    from tasks.serve.servers import server_names as names
+
+    return names()
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    models: tuple[str, ...] = ("mlp",)
+    formats: tuple[str, ...] = ("onnx",)
+    servers: tuple[str, ...] = ("custom",)
+    launcher: str = "process"
+    device: str = "cpu"
+    batch_sizes: tuple[int, ...] = (1,)
+    mode: str = "concurrency"
+    concurrencies: tuple[int, ...] = (1, 4)
+    rates: tuple[float, ...] = (50.0,)
+    arrival: str = "constant"
+    duration_s: float = 10.0
+    warmup_s: float = 2.0
+    window_s: float = 2.0
+    stability_pct: float = 10.0
+    request_timeout_s: float = 10.0
+    ready_timeout_s: float = 120.0
+    dynamic_batching: bool = False
+    max_batch_size: int = 8
+    pin_cpus: bool = True
+    s3_bucket: str = "serving-eval"
+    s3_prefix: str = "serving-eval"
+    aws_conn_id: str = "serving_eval_s3"
+    fail_on_cell_failure: bool = True
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> RunConfig:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in params.items() if k in known and v is not None}
+        for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates"):
+            if name in values:
+                if isinstance(values[name], (str, int, float)):
+                    values[name] = [values[name]]
+                values[name] = tuple(values[name])
+        config = cls(**values)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        def one_of(name: str, allowed: list[str] | tuple[str, ...], many: bool = True) -> None:
+            values = getattr(self, name) if many else (getattr(self, name),)
+            if many and not values:
+                raise ConfigError(name, list(values), f"must name at least one of {list(allowed)}")
+            for value in values:
+                if value not in allowed:
+                    raise ConfigError(name, value, f"must be one of {list(allowed)}")
+
+        one_of("models", model_names())
+        one_of("formats", FORMATS)
+        one_of("servers", server_names())
+        one_of("launcher", LAUNCHERS, many=False)
+        one_of("device", DEVICES, many=False)
+        one_of("mode", MODES, many=False)
+        one_of("arrival", ARRIVALS, many=False)
+        for b in self.batch_sizes or (0,):
+            if not (isinstance(b, int) and 1 <= b <= MAX_BATCH_SIZE):
+                raise ConfigError("batch_sizes", b, f"each must be an integer from 1 to {MAX_BATCH_SIZE}")
+        if self.mode == "concurrency":
+            for c in self.concurrencies or (0,):
+                if not (isinstance(c, int) and 1 <= c <= MAX_CONCURRENCY):
+                    raise ConfigError("concurrencies", c, f"each must be an integer from 1 to {MAX_CONCURRENCY}")
+        else:
+            for r in self.rates or (0,):
+                if not (isinstance(r, (int, float)) and r > 0):
+                    raise ConfigError("rates", r, "each must be > 0 requests/s")
+        if not 0 < self.duration_s <= MAX_DURATION_S:
+            raise ConfigError("duration_s", self.duration_s, f"must be > 0 and <= {MAX_DURATION_S:.0f}")
+        if not 0 <= self.warmup_s <= MAX_DURATION_S:
+            raise ConfigError("warmup_s", self.warmup_s, f"must be >= 0 and <= {MAX_DURATION_S:.0f}")
+        if not 0 < self.window_s <= self.duration_s:
+            raise ConfigError("window_s", self.window_s, f"must be > 0 and <= duration_s ({self.duration_s})")
+        if not 0 < self.ready_timeout_s <= MAX_READY_TIMEOUT_S:
+            raise ConfigError("ready_timeout_s", self.ready_timeout_s, f"must be > 0 and <= {MAX_READY_TIMEOUT_S}")
+        if not self.s3_bucket:
+            raise ConfigError("s3_bucket", self.s3_bucket, "must name a bucket")
+        if not self.aws_conn_id:
+            raise ConfigError("aws_conn_id", self.aws_conn_id, "must name an Airflow connection")
+
+    @property
+    def loads(self) -> tuple[float, ...]:
+        return tuple(float(c) for c in self.concurrencies) if self.mode == "concurrency" else tuple(self.rates)
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}

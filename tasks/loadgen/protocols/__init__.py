@@ -1,0 +1,18 @@
+"""Request protocols, one codec per file. A server names its protocol; the generator looks it up here."""
+
+from __future__ import annotations
+
+from tasks.errors import ConfigError
+from tasks.loadgen.protocols.base import Codec
+from tasks.loadgen.protocols.kserve_v2_rest import KServeV2Rest
+
+CODECS: dict[str, type[Codec]] = {cls.name: cls for cls in (KServeV2Rest,)}
+
+
+def get_codec(name: str) -> type[Codec]:
+    if name not in CODECS:
+        raise ConfigError("protocol", name, f"must be one of {sorted(CODECS)}")
+    return CODECS[name]
+
+
+__all__ = ["CODECS", "Codec", "get_codec"]

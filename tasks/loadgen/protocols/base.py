@@ -1,0 +1,35 @@
+"""The codec interface: encode a request once, check every response."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+
+# Error kinds recorded per request (0 = ok). Kept small and fixed so recordings merge across processes.
+OK = 0
+ERROR_KINDS = {1: "http_status", 2: "bad_response", 3: "timeout", 4: "connection"}
+HTTP_STATUS, BAD_RESPONSE, TIMEOUT, CONNECTION = 1, 2, 3, 4
+
+
+class Codec(ABC):
+    name: ClassVar[str]
+
+    def __init__(self, host: str, port: int, model_name: str, inputs: dict[str, np.ndarray],
+                 output_shapes: dict[str, tuple[int, ...]]) -> None:
+        self.host, self.port, self.model_name = host, port, model_name
+        self.inputs = inputs
+        self.output_shapes = output_shapes  # expected output shapes, batch axis filled in
+
+    @abstractmethod
+    def request_bytes(self) -> bytes:
+        """The whole request, encoded once per (model, batch size) and sent as is."""
+
+    @abstractmethod
+    def check(self, status: int, body: bytes) -> int:
+        """OK (0) or the error kind of a response: an error is never counted as a fast success."""
+
+    @abstractmethod
+    def decode(self, body: bytes) -> dict[str, np.ndarray]:
+        """The outputs of a response (used by parity checks against a live server)."""

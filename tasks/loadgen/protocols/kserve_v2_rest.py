@@ -1,0 +1,47 @@
+"""KServe v2 REST inference protocol (JSON tensors): Triton, KServe and the custom service speak it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from tasks.loadgen.http import build_request
+from tasks.loadgen.protocols.base import BAD_RESPONSE, HTTP_STATUS, OK, Codec
+
+NP_TO_V2 = {"float32": "FP32", "float16": "FP16", "int64": "INT64", "int32": "INT32"}
+FULL_CHECK_MAX_BYTES = 65536  # larger responses have their shape checked on every 64th response only
+
+
+class KServeV2Rest(Codec):
+    name = "kserve_v2_rest"
+
+    def body(self) -> bytes:
+        return json.dumps({"inputs": [
+            {"name": n, "shape": list(a.shape), "datatype": NP_TO_V2[a.dtype.name], "data": a.ravel().tolist()}
+            for n, a in self.inputs.items()]}).encode()
+
+    def request_bytes(self) -> bytes:
+        return build_request("POST", self.host, self.port, f"/v2/models/{self.model_name}/infer", self.body())
+
+    _large_seen = 0
+
+    def check(self, status: int, body: bytes) -> int:
+        if status != 200:
+            return HTTP_STATUS
+        if len(body) > FULL_CHECK_MAX_BYTES:
+            self._large_seen += 1
+            if self._large_seen % 64:
+                return OK if body.startswith(b"{") else BAD_RESPONSE
+        try:
+            outputs = json.loads(body)["outputs"]
+            for out in outputs:
+                expected = self.output_shapes.get(out["name"])
+                if expected is not None and tuple(out["shape"]) != expected:
+                    return BAD_RESPONSE
+        except (ValueError, KeyError, TypeError):
+            return BAD_RESPONSE
+        return OK
+
+    def decode(self, body: bytes) -> dict[str, np.ndarray]:
+        return {o["name"]: np.asarray(o["data"]).reshape(o["shape"]) for o in json.loads(body)["outputs"]}

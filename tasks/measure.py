@@ -1,0 +1,137 @@
+"""One server session measured: start the server, run each of its load points, always stop it.
+
+Every planned cell comes back as a row: `ok` with its figures, or `failed`/`skipped` with a reason. A
+failure in one cell never loses the cells already measured.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from tasks.config import RunConfig
+from tasks.convert import Artifact
+from tasks.errors import ServingEvalError
+from tasks.loadgen.resources import ProcessTreeSampler
+from tasks.loadgen.run import run_load_point
+from tasks.loadgen.settings import LoadSettings
+from tasks.results import CELL_KEY, empty_row
+from tasks.runtimes import requirements_sha256
+from tasks.serve.base import ServingOptions
+from tasks.serve.launchers import get_launcher
+from tasks.serve.servers import get_server
+from tasks.serve.session import server_session
+from tasks.spec import load_spec
+
+MEASUREMENT_COLUMNS = (
+    "duration_s", "requests", "errors", "error_rate", "throughput_rps", "throughput_sps", "latency_ms_mean",
+    "latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_p999", "latency_ms_max",
+    "latency_from", "stable", "windows", "cv", "late_starts", "generator_cpu_pct", "generator_saturated",
+    "warmup_requests",
+)
+
+
+def split_cpus(pin: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(generator cores, server cores): separate when the host has at least two, else no pinning."""
+    cores = sorted(os.sched_getaffinity(0))
+    if not pin or len(cores) < 2:
+        return (), ()
+    n_gen = max(1, len(cores) // 4)
+    return tuple(cores[:n_gen]), tuple(cores[n_gen:])
+
+
+def base_row(run: dict, cell: dict) -> dict:
+    row = empty_row()
+    row.update({k: run[k] for k in ("run_id", "logical_date", "started_at", "schema_version")})
+    row.update(run["code"])
+    row.update(run["host"])
+    row.update({k: cell[k] for k in CELL_KEY})
+    return row
+
+
+def not_measured(run: dict, cell: dict, status: str, reason: str, **extra: object) -> dict:
+    row = base_row(run, cell)
+    row.update(status=status, reason=reason[:4000], **extra)
+    return row
+
+
+def measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig) -> dict:
+    """Measure every cell of one server session; return {"rows": [...], "timeline": {...}}."""
+    cells = session["cells"]
+    timeline: dict = {"session_id": session["session_id"], "server": session["server"], "cells": {}}
+    conv = next((c for c in conversions if c and c["model"] == session["model"] and c["format"] == session["format"]), None)
+    if conv is None or conv.get("error"):
+        reason = f"conversion to {session['format']} failed: {conv['error'] if conv else 'no conversion result'}"
+        return {"rows": [not_measured(run, c, "failed", reason) for c in cells], "timeline": timeline}
+    artifact = Artifact.from_dict(conv["artifact"])
+    if not artifact.parity_passed:
+        p = conv["parity"]
+        reason = (f"artifact failed parity: max_abs_err={p['max_abs_err']:.3g} max_rel_err={p['max_rel_err']:.3g} "
+                  f"(atol={p['atol']}, rtol={p['rtol']}); not served")
+        return {"rows": [not_measured(run, c, "failed", reason, model_sha256=artifact.sha256) for c in cells],
+                "timeline": timeline}
+    spec = load_spec(session["model"])
+    options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
+                             device=config.device)
+    server = get_server(session["server"], options)
+    skip = server.skip_reason(config.launcher)
+    if skip:
+        return {"rows": [not_measured(run, c, "skipped", skip, model_sha256=artifact.sha256) for c in cells],
+                "timeline": timeline}
+    gen_cpus, server_cpus = split_cpus(config.pin_cpus)
+    rows: list[dict] = []
+    served = {"model_sha256": artifact.sha256, "engine": server.engines.get(artifact.format),
+              "runtime_image": f"venv:{server.runtime}@{requirements_sha256(server.runtime)[:12]}"}
+    log_dir = Path(run["run_dir"]) / "logs"
+    try:
+        launcher = get_launcher(config.launcher)
+        with server_session(server, artifact, spec, launcher, run_id=run["run_id"], cell_id=session["session_id"],
+                            log_dir=log_dir, ready_timeout_s=config.ready_timeout_s, cpus=server_cpus,
+                            timeline=timeline) as live:
+            for cell in cells:
+                rows.append(_measure_cell(run, cell, live, spec, config, gen_cpus, served, timeline))
+                code = launcher.exit_code(live.handle)
+                if code is not None:
+                    raise ServingEvalError(f"server {server.name} exited with code {code} during the load test; "
+                                           f"log tail:\n{launcher.log_tail(live.handle)}")
+    except Exception as exc:  # noqa: BLE001 - any failure becomes the reason of the cells not yet measured
+        reason = f"{type(exc).__name__}: {exc}"
+        done = {(r["batch_size"], r["load"]) for r in rows}
+        rows += [not_measured(run, c, "failed", reason, **served) for c in cells
+                 if (c["batch_size"], c["load"]) not in done]
+    return {"rows": rows, "timeline": timeline}
+
+
+def _measure_cell(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
+                  served: dict, timeline: dict) -> dict:
+    row = base_row(run, cell)
+    row.update(served, server_version=live.server_version, startup_s=live.startup_s)
+    events = timeline["cells"].setdefault(cell["cell_id"], {})
+    events["load_begin"] = time.time()
+    workdir = Path(tempfile.mkdtemp(prefix="serving-eval-load-"))
+    try:
+        settings = LoadSettings(
+            mode=cell["mode"], load=cell["load"], batch_size=cell["batch_size"], duration_s=config.duration_s,
+            warmup_s=config.warmup_s, window_s=config.window_s, stability_pct=config.stability_pct,
+            request_timeout_s=config.request_timeout_s,
+        )
+        with ProcessTreeSampler(live.handle.pid) as sampler:
+            measurement, _ = run_load_point(live.endpoint, spec, settings, workdir, arrival=config.arrival, cpus=gen_cpus)
+        data = measurement.to_dict()
+        row.update({k: data[k] for k in MEASUREMENT_COLUMNS})
+        row.update(sampler.summary().to_dict())
+        if measurement.requests and measurement.errors == measurement.requests:
+            row.update(status="failed", reason=f"all {measurement.requests} requests failed: {measurement.errors_by_kind}")
+        elif measurement.requests == 0:
+            row.update(status="failed", reason="no request completed in the measured time")
+        else:
+            row.update(status="ok", reason=None)
+    except Exception as exc:  # noqa: BLE001 - this cell fails; the session goes on
+        row.update(status="failed", reason=f"{type(exc).__name__}: {exc}"[:4000])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        events["load_end"] = time.time()
+    return row

@@ -1,0 +1,158 @@
+"""The pipeline's steps as plain functions: what the DAG's tasks and the CLI call, in this order.
+
+    start_run -> convert_step (per conversion) -> measure_session (per server session, one at a time)
+    -> collect_results -> validate_step -> publish_step -> check_outcome
+
+Inputs and outputs are JSON-ready dicts, so they travel through XCom unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tasks.config import RunConfig
+from tasks.convert import convert
+from tasks.errors import ServingEvalError
+from tasks.measure import not_measured
+from tasks.metadata import collect_code_metadata, collect_host_metadata
+from tasks.plan import make_plan
+from tasks.publish import publish_run, safe_run_id
+from tasks.results import SCHEMA_VERSION, to_csv_bytes, to_frame, to_parquet_bytes
+from tasks.runtimes import cache_root
+from tasks.serve.launchers import LAUNCHERS
+from tasks.spec import load_spec
+from tasks.store import ConnectionFields, S3Store
+
+
+class RunFailed(ServingEvalError):
+    """The run was published, but it failed validation or has failed cells (raised by `check_outcome`)."""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def run_dir(run_id: str) -> Path:
+    return cache_root() / "runs" / safe_run_id(run_id)
+
+
+def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionFields) -> dict:
+    """Check the inputs and the store, expand the plan; nothing is converted or started yet."""
+    config = RunConfig.from_params(params)
+    plan = make_plan(config)
+    S3Store(config.s3_bucket, config.s3_prefix, conn).check()
+    directory = run_dir(run_id)
+    shutil.rmtree(directory, ignore_errors=True)  # a retry of this run id starts its folder afresh
+    (directory / "logs").mkdir(parents=True)
+    run = {
+        "run_id": run_id, "logical_date": logical_date, "started_at": now_iso(), "schema_version": SCHEMA_VERSION,
+        "run_dir": str(directory), "host": collect_host_metadata(), "code": collect_code_metadata(),
+    }
+    return {"run": run, **plan.to_dict()}
+
+
+def convert_step(conversion: dict, log=print) -> dict:
+    """Convert one (model, format); a failure is returned as data, never raised."""
+    model, fmt = conversion["model"], conversion["format"]
+    try:
+        spec = load_spec(model)
+        artifact = convert(spec, fmt, log=log)
+        return {"model": model, "format": fmt, "artifact": artifact.to_dict(), "parity": artifact.parity_record(spec),
+                "cache_hit": artifact.cache_hit, "error": None}
+    except Exception as exc:  # noqa: BLE001 - the cells of this artifact fail with this reason
+        return {"model": model, "format": fmt, "artifact": None, "parity": None, "cache_hit": False,
+                "error": f"{type(exc).__name__}: {exc}"[:4000]}
+
+
+def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
+    """One row per planned cell: rows the sessions returned, and `failed` rows for any session that died."""
+    run = started["run"]
+    rows, timelines = [], []
+    for out in session_outputs:
+        if out:
+            rows += out["rows"]
+            timelines.append(out["timeline"])
+    seen = {(r["model"], r["format"], r["server"], r["batch_size"], r["load"]) for r in rows}
+    for session in started["sessions"]:
+        for cell in session["cells"]:
+            if (cell["model"], cell["format"], cell["server"], cell["batch_size"], cell["load"]) not in seen:
+                rows.append(not_measured(run, cell, "failed", "the server session task failed before returning results"))
+    finished = now_iso()
+    for row in rows:
+        row["finished_at"] = finished
+    return {"rows": rows, "timelines": timelines}
+
+
+def validate_step(started: dict, collected: dict, conversions: list[dict]) -> dict:
+    from tasks.validate import validate_run
+
+    parity = [c["parity"] for c in conversions if c and c.get("parity")]
+    expected = sum(len(s["cells"]) for s in started["sessions"])
+    return validate_run(to_frame(collected["rows"]), parity, expected)
+
+
+def run_status(collected: dict, validation: dict) -> str:
+    if not validation["success"]:
+        return "failed"
+    return "partial" if any(r["status"] == "failed" for r in collected["rows"]) else "complete"
+
+
+def publish_step(started: dict, collected: dict, conversions: list[dict], validation: dict,
+                 conn: ConnectionFields) -> dict:
+    """Write the run folder to the store (manifest last, latest after) and return a short summary."""
+    config = RunConfig.from_params(started["config"])
+    run = started["run"]
+    frame = to_frame(collected["rows"])
+    files = {
+        "results.parquet": to_parquet_bytes(frame),
+        "results.csv": to_csv_bytes(frame),
+        "parity.json": _json([c["parity"] for c in conversions if c and c.get("parity")]),
+        "validation.json": _json(validation),
+        "logs/sessions.json": _json(collected["timelines"]),
+        "logs/conversions.json": _json(conversions),
+        "plan.json": _json({k: started[k] for k in ("config", "conversions", "sessions")}),
+    }
+    for log in sorted((Path(run["run_dir"]) / "logs").glob("*.log")):
+        files[f"logs/{log.name}"] = log.read_bytes()
+    status = run_status(collected, validation)
+    store = S3Store(config.s3_bucket, config.s3_prefix, conn)
+    manifest = publish_run(store, run_id=run["run_id"], logical_date=run["logical_date"], files=files, status=status,
+                           provenance={**run["code"], "host": run["host"], "config": config.to_dict()})
+    rows = collected["rows"]
+    return {
+        "status": status, "bucket": config.s3_bucket, "prefix": manifest["prefix"],
+        "manifest": f"s3://{config.s3_bucket}/{manifest['prefix']}/manifest.json",
+        "cells": len(rows), "failed": sum(r["status"] == "failed" for r in rows),
+        "skipped": sum(r["status"] == "skipped" for r in rows),
+        "validation_success": validation["success"], "failed_expectations": validation["failed_expectations"],
+        "fail_on_cell_failure": config.fail_on_cell_failure,
+    }
+
+
+def check_outcome(summary: dict) -> dict:
+    """Raise after publishing when the run failed validation or (unless turned off) has failed cells."""
+    if not summary["validation_success"]:
+        raise RunFailed(f"run published to {summary['manifest']} failed validation: {summary['failed_expectations']}")
+    if summary["failed"] and summary["fail_on_cell_failure"]:
+        raise RunFailed(f"{summary['failed']} of {summary['cells']} cells failed (published as partial to "
+                        f"{summary['manifest']}); see the `reason` column. Param fail_on_cell_failure=false turns this off.")
+    return summary
+
+
+def sweep_leftovers(run_id: str | None = None) -> int:
+    """Stop servers that a crashed run left behind (all runs when `run_id` is None)."""
+    count = 0
+    for launcher_cls in LAUNCHERS.values():
+        count += len(launcher_cls().sweep(run_id))
+    return count
+
+
+def cleanup_run_dir(run_id: str) -> None:
+    shutil.rmtree(run_dir(run_id), ignore_errors=True)
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, indent=2, sort_keys=True, default=str).encode()

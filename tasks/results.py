@@ -1,0 +1,65 @@
+"""The results table contract (DESIGN.md): one row per cell, versioned; Parquet and CSV.
+
+Columns are declared once here with their types; rows are plain dicts until `to_frame`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEMA_VERSION = "1.0"
+STATUSES = ("ok", "failed", "skipped")
+CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load")
+
+# name -> pandas dtype. Order is the published column order.
+COLUMNS: dict[str, str] = {
+    # run identity
+    "run_id": "string", "logical_date": "string", "started_at": "string", "finished_at": "string",
+    "schema_version": "string", "pipeline_version": "string", "git_sha": "string",
+    # cell key
+    "model": "string", "format": "string", "server": "string", "launcher": "string", "device": "string",
+    "batch_size": "Int64", "mode": "string", "load": "Float64",
+    # what was served
+    "model_sha256": "string", "server_version": "string", "runtime_image": "string", "engine": "string",
+    # host
+    "hostname": "string", "cpu_model": "string", "cpu_count": "Int64", "gpu_name": "string", "gpu_driver": "string",
+    # load outcome
+    "duration_s": "Float64", "requests": "Int64", "errors": "Int64", "error_rate": "Float64",
+    "throughput_rps": "Float64", "throughput_sps": "Float64",
+    "latency_ms_mean": "Float64", "latency_ms_p50": "Float64", "latency_ms_p90": "Float64",
+    "latency_ms_p95": "Float64", "latency_ms_p99": "Float64", "latency_ms_p999": "Float64",
+    "latency_ms_max": "Float64", "latency_from": "string",
+    "stable": "boolean", "windows": "Int64", "cv": "Float64",
+    "late_starts": "Int64", "generator_cpu_pct": "Float64", "generator_saturated": "boolean",
+    "warmup_requests": "Int64",
+    # resources
+    "server_cpu_pct": "Float64", "server_rss_mb": "Float64", "gpu_util_pct": "Float64", "gpu_mem_mb": "Float64",
+    "gpu_power_w": "Float64",
+    "startup_s": "Float64",
+    "status": "string", "reason": "string",
+}
+KEY_COLUMNS = ("run_id", "schema_version", *CELL_KEY, "status")
+
+
+def empty_row() -> dict[str, Any]:
+    return dict.fromkeys(COLUMNS)
+
+
+def to_frame(rows: list[dict[str, Any]]):
+    """Rows -> a DataFrame with exactly the contract's columns and types (unknown keys are dropped)."""
+    import pandas as pd
+
+    frame = pd.DataFrame([{c: row.get(c) for c in COLUMNS} for row in rows], columns=list(COLUMNS))
+    return frame.astype(COLUMNS)
+
+
+def to_parquet_bytes(frame) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    frame.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+def to_csv_bytes(frame) -> bytes:
+    return frame.to_csv(index=False).encode()

@@ -1,0 +1,123 @@
+"""The server interface: one implementation per serving stack, one file each under `servers/`.
+
+A server knows how to lay out a model for itself, how it is run (a runtime command for the process
+launcher, an image and command for the Docker launcher), its readiness, version and metrics endpoints and
+the request protocol it speaks. It does not start anything itself: launchers do.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from tasks.convert import Artifact
+from tasks.errors import ConfigError
+from tasks.spec import ModelSpec
+
+DEVICES = ("cpu", "gpu")
+HTTP_PROBE_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """How the server should serve: the same meaning for every server that supports the option."""
+
+    max_batch_size: int = 8
+    dynamic_batching: bool = False
+    batch_delay_us: int = 1000
+    instances: int = 1
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES:
+            raise ConfigError("device", self.device, f"must be one of {list(DEVICES)}")
+        for name in ("max_batch_size", "instances"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, getattr(self, name), "must be >= 1")
+        if self.batch_delay_us < 0:
+            raise ConfigError("batch_delay_us", self.batch_delay_us, "must be >= 0")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """How to run one server. `argv[0]` is looked up in the runtime's `bin` first (python, tritonserver...)."""
+
+    runtime: str
+    argv: tuple[str, ...]
+    ports: dict[str, int]  # port name -> host port on 127.0.0.1
+    env: dict[str, str] = field(default_factory=dict)
+    image: str = ""  # container image for the Docker launcher
+    container_argv: tuple[str, ...] = ()
+    container_ports: dict[str, int] = field(default_factory=dict)  # port name -> port inside the container
+    mounts: dict[str, str] = field(default_factory=dict)  # host path -> container path (read-only)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a running server answers, and for which model."""
+
+    host: str
+    port: int
+    model_name: str
+    protocol: str
+    ports: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+class Server(ABC):
+    """One serving stack. Subclasses set the class attributes and implement the three methods."""
+
+    name: ClassVar[str]
+    runtime: ClassVar[str]  # runtime folder under docker/ (process launcher)
+    protocol: ClassVar[str]  # load generator codec name
+    formats: ClassVar[tuple[str, ...]]  # artifact formats it can serve
+    engines: ClassVar[dict[str, str]]  # artifact format -> inference engine, recorded per cell
+    port_names: ClassVar[tuple[str, ...]] = ("http",)
+    ready_path: ClassVar[str] = "/v2/health/ready"
+    metrics_port: ClassVar[str | None] = None
+    metrics_path: ClassVar[str] = "/metrics"
+
+    def __init__(self, options: ServingOptions | None = None) -> None:
+        self.options = options or ServingOptions()
+
+    def check_format(self, fmt: str) -> None:
+        if fmt not in self.formats:
+            raise ConfigError(f"server {self.name}: format", fmt, f"must be one of {list(self.formats)}")
+
+    def model_name(self, spec: ModelSpec) -> str:
+        return spec.name.replace("-", "_")
+
+    @abstractmethod
+    def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
+        """Write the model repository/layout this server loads, and return its root."""
+
+    @abstractmethod
+    def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
+        """Describe how to run the server on `ports` (127.0.0.1) over `layout`."""
+
+    def endpoint(self, spec: ModelSpec, ports: dict[str, int]) -> Endpoint:
+        return Endpoint("127.0.0.1", ports["http"], self.model_name(spec), self.protocol, dict(ports))
+
+    def is_ready(self, endpoint: Endpoint) -> bool:
+        try:
+            with urllib.request.urlopen(endpoint.base_url + self.ready_path, timeout=HTTP_PROBE_TIMEOUT_S) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    def version(self, endpoint: Endpoint) -> str:
+        """The server's own version string (KServe v2 server metadata by default)."""
+        with urllib.request.urlopen(endpoint.base_url + "/v2", timeout=HTTP_PROBE_TIMEOUT_S) as resp:
+            meta = json.load(resp)
+        return f"{meta.get('name', self.name)} {meta.get('version', '')}".strip()
+
+    def skip_reason(self, launcher: str) -> str | None:
+        """Why this server cannot run under `launcher` on this host, or None when it can."""
+        return None

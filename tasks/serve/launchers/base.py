@@ -1,0 +1,104 @@
+"""The launcher interface: start a server described by a RunSpec, stop it, sweep leftovers."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tasks.runtimes import cache_root
+from tasks.serve.base import RunSpec
+
+
+@dataclass(frozen=True)
+class LaunchHandle:
+    """Everything a teardown in another process needs to find and end a started server."""
+
+    launcher: str
+    run_id: str
+    cell_id: str
+    pid: int = 0
+    pgid: int = 0
+    create_time: float = 0.0  # psutil create_time of pid: guards against PID reuse
+    container_id: str = ""
+    ports: dict[str, int] = field(default_factory=dict)
+    workdir: str = ""
+    log_path: str = ""
+    shm_before: tuple[str, ...] = ()  # /dev/shm entries that existed before start (not ours to remove)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LaunchHandle:
+        return cls(**{**data, "shm_before": tuple(data.get("shm_before", ()))})
+
+
+def handles_dir(run_id: str | None = None) -> Path:
+    """Where live handles are recorded, so a crashed run's servers can be swept later."""
+    root = cache_root() / "handles"
+    return root / safe_name(run_id) if run_id else root
+
+
+def safe_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def record_handle(handle: LaunchHandle) -> Path:
+    directory = handles_dir(handle.run_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{safe_name(handle.cell_id)}-{handle.pid or handle.container_id[:12]}.json"
+    path.write_text(json.dumps(handle.to_dict()))
+    return path
+
+
+def forget_handle(handle: LaunchHandle) -> None:
+    directory = handles_dir(handle.run_id)
+    (directory / f"{safe_name(handle.cell_id)}-{handle.pid or handle.container_id[:12]}.json").unlink(missing_ok=True)
+    try:
+        directory.rmdir()
+    except OSError:
+        pass  # other handles of the run are still live
+
+
+def recorded_handles(run_id: str | None = None) -> list[LaunchHandle]:
+    root = handles_dir(run_id)
+    if not root.exists():
+        return []
+    return [LaunchHandle.from_dict(json.loads(p.read_text())) for p in sorted(root.rglob("*.json"))]
+
+
+class Launcher(ABC):
+    name: str
+
+    @abstractmethod
+    def start(self, spec: RunSpec, *, run_id: str, cell_id: str, workdir: Path, log_path: Path,
+              cpus: tuple[int, ...] = ()) -> LaunchHandle:
+        """Start the server detached from the caller; return at once with its handle."""
+
+    @abstractmethod
+    def exit_code(self, handle: LaunchHandle) -> int | None:
+        """The server's exit code if it has exited, else None."""
+
+    @abstractmethod
+    def stop(self, handle: LaunchHandle, grace_s: float = 10.0) -> None:
+        """End the server and everything it started, and remove what it left (idempotent)."""
+
+    def log_tail(self, handle: LaunchHandle, max_bytes: int = 4000) -> str:
+        path = Path(handle.log_path)
+        if not path.is_file():
+            return ""
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - max_bytes))
+            return f.read().decode(errors="replace")
+
+    def sweep(self, run_id: str | None = None) -> list[LaunchHandle]:
+        """Stop every recorded server of `run_id` (all runs when None) that this launcher started."""
+        swept = []
+        for handle in recorded_handles(run_id):
+            if handle.launcher == self.name:
+                self.stop(handle, grace_s=5.0)
+                swept.append(handle)
+        return swept

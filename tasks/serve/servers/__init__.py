@@ -1,0 +1,25 @@
+"""The servers this project knows. Adding a server: one file here, one line below, one `docker/` folder."""
+
+from __future__ import annotations
+
+from tasks.errors import ConfigError
+from tasks.serve.base import Server, ServingOptions
+from tasks.serve.servers.custom import CustomServer
+
+SERVERS: dict[str, type[Server]] = {cls.name: cls for cls in (CustomServer,)}
+
+
+def server_names() -> list[str]:
+    return sorted(SERVERS)
+
+
+def get_server(name: str, options: ServingOptions | None = None) -> Server:
+    if name not in SERVERS:
+        raise ConfigError("servers", name, f"must be one of {server_names()}")
+    return SERVERS[name](options)
+
+
+def register_server(cls: type[Server]) -> type[Server]:
+    """Make a server known by name (used by plugins and by tests that need a deliberately broken one)."""
+    SERVERS[cls.name] = cls
+    return cls

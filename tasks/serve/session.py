@@ -1,0 +1,117 @@
+"""A server session: lay out the model, start the server, wait until ready, hand it over, always stop it.
+
+    with server_session(server, artifact, spec, launcher, run_id=..., cell_id=...) as live:
+        ...  # load-test live.endpoint
+
+Readiness fails fast: when the server exits during start-up the session raises at once with the tail of
+the server's log, instead of waiting for the readiness timeout.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tasks.convert import Artifact
+from tasks.errors import ServerStartError
+from tasks.serve.base import Endpoint, Server
+from tasks.serve.launchers.base import LaunchHandle, Launcher
+from tasks.spec import ModelSpec
+
+READY_POLL_S = 0.1
+DEFAULT_READY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class LiveServer:
+    """A started, ready server and what was learned while starting it."""
+
+    server: Server
+    endpoint: Endpoint
+    handle: LaunchHandle
+    startup_s: float
+    server_version: str
+    timeline: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of start/ready/stop
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def free_ports(names: tuple[str, ...]) -> dict[str, int]:
+    ports: dict[str, int] = {}
+    while len(ports) < len(names):
+        port = free_port()
+        if port not in ports.values():
+            ports[names[len(ports)]] = port
+    return ports
+
+
+@contextmanager
+def server_session(
+    server: Server,
+    artifact: Artifact,
+    spec: ModelSpec,
+    launcher: Launcher,
+    *,
+    run_id: str,
+    cell_id: str,
+    log_dir: Path,
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    cpus: tuple[int, ...] = (),
+    ports: dict[str, int] | None = None,
+    timeline: dict | None = None,
+) -> Iterator[LiveServer]:
+    """Start `server` on `artifact`, yield it once ready, and stop it on the way out, whatever happened.
+
+    `timeline` (optional) receives wall-clock times of start, ready, stop_begin and stopped, also on failure.
+    """
+    with ExitStack() as stack:
+        workdir = Path(tempfile.mkdtemp(prefix=f"serving-eval-{server.name}-"))
+        stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        layout = server.write_layout(artifact, spec, workdir)
+        ports = ports or free_ports(server.port_names)
+        run_spec = server.run_spec(layout, spec, ports)
+        endpoint = server.endpoint(spec, ports)
+        log_path = log_dir / f"{cell_id}.log"
+        timeline = timeline if timeline is not None else {}
+        timeline["start"] = time.time()
+        started = time.monotonic()
+        handle = launcher.start(run_spec, run_id=run_id, cell_id=cell_id, workdir=workdir, log_path=log_path, cpus=cpus)
+        stack.callback(_stop, launcher, handle, timeline)
+        _wait_ready(server, endpoint, launcher, handle, ready_timeout_s)
+        startup_s = time.monotonic() - started
+        timeline["ready"] = time.time()
+        version = server.version(endpoint)
+        yield LiveServer(server, endpoint, handle, startup_s, version, timeline)
+
+
+def _stop(launcher: Launcher, handle: LaunchHandle, timeline: dict[str, float]) -> None:
+    timeline["stop_begin"] = time.time()
+    launcher.stop(handle)
+    timeline["stopped"] = time.time()
+
+
+def _wait_ready(server: Server, endpoint: Endpoint, launcher: Launcher, handle: LaunchHandle, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        code = launcher.exit_code(handle)
+        if code is not None:
+            raise ServerStartError(
+                f"server {server.name} exited with code {code} during start-up; log tail:\n{launcher.log_tail(handle)}"
+            )
+        if server.is_ready(endpoint):
+            return
+        time.sleep(READY_POLL_S)
+    raise ServerStartError(
+        f"server {server.name} was not ready at {endpoint.base_url}{server.ready_path} within {timeout_s:.0f} s "
+        f"(Param ready_timeout_s); log tail:\n{launcher.log_tail(handle)}"
+    )
