@@ -54,6 +54,7 @@ class RunSpec:
     container_argv: tuple[str, ...] = ()
     container_ports: dict[str, int] = field(default_factory=dict)  # port name -> port inside the container
     mounts: dict[str, str] = field(default_factory=dict)  # host path -> container path (read-only)
+    device: str = "cpu"  # cpu | gpu: the Docker launcher requests GPUs for "gpu" (set from ServingOptions.device)
 
 
 @dataclass(frozen=True)
