@@ -3,6 +3,8 @@
 The server runs in its own session (process group), detached from the caller so that it outlives an
 Airflow setup task, with stdout/stderr in a log file. Stopping sends SIGTERM to the whole group, then
 SIGKILL after a grace period, and removes the group's temp dirs and Triton's shared-memory regions.
+Some servers' workers leave the group (BentoML's circus workers call setsid()), so the stop also snapshots
+the group's descendant tree before signalling and signals those processes by PID (PID reuse is guarded).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import psutil
 
 from tasks.runtimes import ensure_runtime, runtime_env_vars
 from tasks.serve.base import RunSpec
-from tasks.serve.launchers.base import LaunchHandle, Launcher, forget_handle, record_handle
+from tasks.serve.launchers.base import Launcher, LaunchHandle, forget_handle, record_handle
 
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIXES = ("triton_python_backend_shm_region",)
@@ -65,15 +67,18 @@ class ProcessLauncher(Launcher):
 
     def stop(self, handle: LaunchHandle, grace_s: float = 10.0) -> None:
         if _is_ours(handle) or _group_alive(handle.pgid):
+            tree = _descendants(handle)  # before signalling: a setsid()'ed orphan loses its ppid link after
             _signal_group(handle.pgid, signal.SIGTERM)
+            _signal_procs(tree, signal.SIGTERM)
             deadline = time.monotonic() + grace_s
-            while _group_alive(handle.pgid) and time.monotonic() < deadline:
+            while _alive(handle.pgid, tree) and time.monotonic() < deadline:
                 self.exit_code(handle)  # reap the leader if it is our child
                 time.sleep(POLL_S)
-            if _group_alive(handle.pgid):
+            if _alive(handle.pgid, tree):
                 _signal_group(handle.pgid, signal.SIGKILL)
+                _signal_procs(tree, signal.SIGKILL)
                 deadline = time.monotonic() + 5.0
-                while _group_alive(handle.pgid) and time.monotonic() < deadline:
+                while _alive(handle.pgid, tree) and time.monotonic() < deadline:
                     self.exit_code(handle)
                     time.sleep(POLL_S)
         self.exit_code(handle)
@@ -112,6 +117,50 @@ def _group_members(pgid: int) -> list[int]:
 
 def _group_alive(pgid: int) -> bool:
     return bool(pgid) and bool(_group_members(pgid))
+
+
+def _descendants(handle: LaunchHandle) -> list[psutil.Process]:
+    """Every descendant of the leader and of the group's members, started after the leader (so ours).
+
+    psutil.Process remembers each process's create_time and refuses to signal a reused PID.
+    """
+    roots = [handle.pid] if _is_ours(handle) else []
+    roots += [pid for pid in _group_members(handle.pgid) if pid not in roots]
+    found: dict[int, psutil.Process] = {}
+    for pid in roots:
+        try:
+            children = psutil.Process(pid).children(recursive=True)
+        except psutil.Error:
+            continue
+        for child in children:
+            try:
+                if child.create_time() >= handle.create_time - 0.01:  # started after the leader
+                    found.setdefault(child.pid, child)
+            except psutil.Error:
+                continue
+    return list(found.values())
+
+
+def _tree_alive(tree: list[psutil.Process]) -> bool:
+    for proc in tree:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def _alive(pgid: int, tree: list[psutil.Process]) -> bool:
+    return _group_alive(pgid) or _tree_alive(tree)
+
+
+def _signal_procs(tree: list[psutil.Process], sig: int) -> None:
+    for proc in tree:
+        try:
+            proc.send_signal(sig)  # raises NoSuchProcess when the PID now belongs to another process
+        except psutil.Error:
+            continue
 
 
 def _signal_group(pgid: int, sig: int) -> None:
