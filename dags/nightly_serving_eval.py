@@ -18,7 +18,8 @@ from tasks.convert import FORMATS
 from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MODES
 from tasks.serve.base import DEVICES
 
-PUBLISHED_RUNS = Asset(name="serving_eval_published_runs", uri="s3://serving-eval/serving-eval/runs")
+# A plain name, not an s3:// URI: an s3 URI makes Airflow load the Amazon provider (and boto3) at parse time.
+PUBLISHED_RUNS = Asset(name="serving_eval_published_runs")
 HOST_POOL = "serving_eval_host"  # one slot per host that runs servers: one server session at a time
 D = RunConfig()  # the defaults, written once
 
@@ -165,4 +166,4 @@ def nightly_serving_eval():
     check(summary)
 
 
-nightly_serving_eval()
+serving_eval_dag = nightly_serving_eval()

@@ -36,6 +36,13 @@ def cache_root() -> Path:
     return path
 
 
+def artifacts_root() -> Path:
+    """Where converted artifacts are cached (`$SERVING_EVAL_ARTIFACTS`, else <cache>/artifacts)."""
+    path = Path(os.environ.get("SERVING_EVAL_ARTIFACTS") or cache_root() / "artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def available_runtimes() -> list[str]:
     return sorted(p.name for p in DOCKER_DIR.iterdir() if (p / "requirements.txt").is_file())
 

@@ -83,7 +83,7 @@ def server_session(
         endpoint = server.endpoint(spec, ports)
         log_path = log_dir / f"{cell_id}.log"
         timeline = timeline if timeline is not None else {}
-        timeline["start"] = time.time()
+        timeline.update(start=time.time(), ports=dict(ports))
         started = time.monotonic()
         handle = launcher.start(run_spec, run_id=run_id, cell_id=cell_id, workdir=workdir, log_path=log_path, cpus=cpus)
         stack.callback(_stop, launcher, handle, timeline)

@@ -1,0 +1,92 @@
+"""Helpers for whole-run tests: loading the DAG fresh, reading a published run back, leftover checks."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+DAG_FILE = REPO / "dags" / "nightly_serving_eval.py"
+
+
+def load_dag_module(path: Path = DAG_FILE, name: str | None = None):
+    """Import a DAG file as a fresh module (so Params enums see servers registered by the test)."""
+    name = name or f"_dag_under_test_{path.stem}_{len(sys.modules)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def fast_conf(bucket: str, **overrides) -> dict:
+    conf = {"models": ["mlp"], "formats": ["onnx"], "servers": ["custom"], "concurrencies": [1, 2],
+            "duration_s": 1.5, "warmup_s": 0.3, "window_s": 0.5, "s3_bucket": bucket, "s3_prefix": "eval",
+            "aws_conn_id": "serving_eval_s3", "ready_timeout_s": 60}
+    conf.update(overrides)
+    return conf
+
+
+def read_run(store) -> tuple[dict, dict]:
+    """(latest pointer, manifest) of the newest published run."""
+    pointer = store.get_json(store.key("latest.json"))
+    return pointer, store.get_json(pointer["manifest"])
+
+
+def verify_manifest(store, manifest: dict) -> None:
+    """Exactly the manifest's objects exist under the run prefix, each with the listed size and SHA-256."""
+    listed = {o["key"] for o in manifest["objects"]}
+    present = set(store.list_keys(manifest["prefix"] + "/")) - {manifest["prefix"] + "/manifest.json"}
+    assert present == listed, f"unlisted objects {sorted(present - listed)} / missing {sorted(listed - present)}"
+    for obj in manifest["objects"]:
+        data = store.get(obj["key"])
+        assert len(data) == obj["size_bytes"], obj["key"]
+        assert hashlib.sha256(data).hexdigest() == obj["sha256"], obj["key"]
+
+
+def results_frame(store, manifest: dict):
+    import pandas as pd
+
+    return pd.read_parquet(io.BytesIO(store.get(f"{manifest['prefix']}/results.parquet")))
+
+
+def read_json_object(store, manifest: dict, name: str):
+    return json.loads(store.get(f"{manifest['prefix']}/{name}"))
+
+
+def serving_processes() -> list[psutil.Process]:
+    """Processes still alive that run inside a runtime venv of this project's cache."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            env = proc.environ()
+            cmd = " ".join(proc.info.get("cmdline") or [])
+            zombie = proc.status() == psutil.STATUS_ZOMBIE
+        except (psutil.Error, OSError):
+            continue
+        if proc.pid != os.getpid() and not zombie and ("/venvs/" in env.get("VIRTUAL_ENV", "") or "/venvs/" in cmd):
+            found.append(proc)
+    return found
+
+
+def session_temp_dirs() -> set[str]:
+    """Server session work dirs (serving-eval-<server>-*) in the temp dir."""
+    return {p.name for p in Path(tempfile.gettempdir()).glob("serving-eval-*") if "-test-" not in p.name}
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False

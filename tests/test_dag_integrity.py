@@ -1,0 +1,113 @@
+"""The DAG parses fast, without connections or network, with the schedule and Params the issue asks for."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.dagrun import DAG_FILE, REPO
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(REPO / "dags"))
+
+
+def test_no_import_errors(dagbag):
+    assert dagbag.import_errors == {}
+    assert "nightly_serving_eval" in dagbag.dags
+
+
+def test_schedule_and_run_settings(dagbag):
+    dag = dagbag.dags["nightly_serving_eval"]
+    assert dag.schedule == "0 2 * * *"
+    assert "expression='0 2 * * *'" in repr(dag.timetable) and "Timezone('UTC')" in repr(dag.timetable)
+    assert dag.catchup is False
+    assert dag.max_active_runs == 1
+    assert dag.doc_md
+    measure = dag.get_task("measure")
+    assert measure.pool == "serving_eval_host"
+    assert measure.max_active_tis_per_dag == 1
+
+
+def _validate(dag, **conf):
+    """What a trigger does with a run conf: set each value on a copy of the Params and validate all."""
+    params = copy.deepcopy(dag.params)
+    for key, value in conf.items():
+        params[key] = value
+    params.validate()
+
+
+@pytest.mark.parametrize(("conf", "field"), [
+    ({"models": ["no-such-model"]}, "models"),
+    ({"concurrencies": [0]}, "concurrencies"),
+    ({"duration_s": -1}, "duration_s"),
+    ({"servers": ["nginx"]}, "servers"),
+    ({"warmup_s": 99999}, "warmup_s"),
+])
+def test_params_reject_bad_values_naming_the_field(dagbag, conf, field):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    dag = dagbag.dags["nightly_serving_eval"]
+    with pytest.raises(ParamValidationError, match=field):
+        _validate(dag, **conf)
+
+
+def test_defaults_validate(dagbag):
+    _validate(dagbag.dags["nightly_serving_eval"])
+
+
+def test_run_config_rejects_bad_values_naming_the_field():
+    """The same rules hold without Airflow (CLI runs, old trigger forms)."""
+    from tasks.config import RunConfig
+    from tasks.errors import ConfigError
+
+    for conf, field in [({"models": ["nope"]}, "models"), ({"concurrencies": [0]}, "concurrencies"),
+                        ({"duration_s": -1}, "duration_s"), ({"window_s": 20, "duration_s": 10}, "window_s")]:
+        with pytest.raises(ConfigError, match=field):
+            RunConfig.from_params(conf)
+
+
+def test_parse_makes_no_connection_or_network_access():
+    """Parsing in a fresh interpreter with sockets disabled and no connections defined."""
+    code = f"""
+import socket, time, sys
+def refuse(*a, **k):
+    raise RuntimeError("network access at parse time")
+socket.socket.connect = refuse
+socket.create_connection = refuse
+import airflow.sdk
+from airflow.sdk import Asset, Param, dag, get_current_context, setup, task, teardown  # warm, as a DAG processor is
+start = time.perf_counter()
+import importlib.util
+spec = importlib.util.spec_from_file_location("dag_under_test", {str(DAG_FILE)!r})
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+elapsed = time.perf_counter() - start
+heavy = [m for m in ("torch", "tensorflow", "pandas", "great_expectations", "boto3") if m in sys.modules]
+print(f"{{elapsed:.4f}} {{','.join(heavy)}}")
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    elapsed, _, heavy = out.stdout.strip().splitlines()[-1].partition(" ")
+    print(f"\nDAG file import time (airflow.sdk already imported): {float(elapsed) * 1000:.1f} ms")
+    assert float(elapsed) < 0.5
+    assert heavy == "", f"heavy modules imported at parse time: {heavy}"
+
+
+def test_parse_time_whole_interpreter():
+    """Cold import of the DAG file including airflow.sdk, printed for the record."""
+    code = f"import time; t=time.perf_counter(); import runpy; runpy.run_path({str(DAG_FILE)!r}); print(time.perf_counter()-t)"
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    print(f"\ncold DAG import incl. airflow.sdk: {float(out.stdout.strip()) * 1000:.0f} ms "
+          f"(process {1000 * (time.perf_counter() - started):.0f} ms)")
