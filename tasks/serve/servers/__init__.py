@@ -5,8 +5,12 @@ from __future__ import annotations
 from tasks.errors import ConfigError
 from tasks.serve.base import Server, ServingOptions
 from tasks.serve.servers.custom import CustomServer
+from tasks.serve.servers.torchserve import TorchServeServer
 
-SERVERS: dict[str, type[Server]] = {cls.name: cls for cls in (CustomServer,)}
+SERVERS: dict[str, type[Server]] = {cls.name: cls for cls in (
+    CustomServer,
+    TorchServeServer,
+)}
 
 
 def server_names() -> list[str]:

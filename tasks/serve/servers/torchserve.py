@@ -1,0 +1,176 @@
+"""TorchServe 0.12: a Java frontend with Python workers, serving TorchScript through our own handler.
+
+Layout (under the session's workdir, mounted read-only at /models in a container):
+
+    torchserve/model_store/<model>.mar   torch-model-archiver output: the TorchScript file, the handler
+                                         (docker/torchserve/handler.py) and handler_config.json
+    torchserve/container.properties      addresses 0.0.0.0 on fixed ports, for the Docker launcher
+    torchserve/config.properties         addresses 127.0.0.1 on the session's ports, for the process launcher
+    torchserve/java-tmp/                 the JVM's private java.io.tmpdir (worker sockets, unpacked models)
+
+TorchServe takes its addresses only from the properties file, so `run_spec` writes config.properties once
+the ports are known. Every address (HTTP inference, management, metrics, both gRPC APIs) is bound to
+127.0.0.1; token authorisation is disabled only because of that. Batching is TorchServe's own: with
+`dynamic_batching` the model is registered with batchSize=max_batch_size and maxBatchDelay (ms); the
+`instances` option is the number of workers (one Python process each, one intra-op thread each).
+Readiness means the model's workers are READY (management API), not just `/ping`, which answers earlier.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import tempfile
+import urllib.request
+from pathlib import Path
+
+from tasks.convert import Artifact
+from tasks.errors import ConfigError, ServerStartError
+from tasks.runtimes import REPO_ROOT, ensure_runtime, runtime_env_vars
+from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
+from tasks.spec import ModelSpec
+
+HANDLER = "docker/torchserve/handler.py"
+HANDLER_CONFIG = "handler_config.json"
+IMAGE = "serving-eval/torchserve:latest"
+CONTAINER_ROOT = "/models"
+# The official image's ports: inference, management, metrics, gRPC inference, gRPC management.
+CONTAINER_PORTS = {"http": 8080, "management": 8081, "metrics": 8082, "grpc_inference": 7070, "grpc_management": 7071}
+ARCHIVE_TIMEOUT_S = 600
+MODEL_VERSION = "1.0"
+UNBATCHED_DELAY_MS = 100  # TorchServe's default maxBatchDelay; irrelevant with batchSize 1
+RESPONSE_TIMEOUT_S = 120
+JVM_ARGS = "-XX:-UsePerfData"  # no /tmp/hsperfdata_<user>
+
+
+class TorchServeServer(Server):
+    name = "torchserve"
+    runtime = "torchserve"
+    protocol = "torchserve_rest"
+    formats = ("torchscript",)
+    engines = {"torchscript": "torchscript"}
+    port_names = ("http", "management", "metrics", "grpc_inference", "grpc_management")
+    ready_path = "/ping"  # for messages only: is_ready asks the management API
+    metrics_port = "metrics"
+
+    def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
+        self.check_format(artifact.format)
+        layout = workdir / "torchserve"
+        store = layout / "model_store"
+        store.mkdir(parents=True, exist_ok=True)
+        (layout / "java-tmp").mkdir(exist_ok=True)
+        self._archive(artifact, spec, store)
+        addresses = {name: ("0.0.0.0", port) for name, port in CONTAINER_PORTS.items()}
+        (layout / "container.properties").write_text(
+            self.properties(spec, addresses, f"{CONTAINER_ROOT}/model_store", JVM_ARGS))
+        return layout
+
+    def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
+        if os.environ.get("TS_CONFIG_FILE"):  # torchserve would read it instead of --ts-config
+            raise ConfigError("environment TS_CONFIG_FILE", os.environ["TS_CONFIG_FILE"],
+                              "must be unset: it overrides the generated TorchServe config")
+        addresses = {name: ("127.0.0.1", ports[name]) for name in self.port_names}
+        jvm_args = f"{JVM_ARGS} -Djava.io.tmpdir={layout / 'java-tmp'}"
+        config = layout / "config.properties"
+        config.write_text(self.properties(spec, addresses, str(layout / "model_store"), jvm_args))
+        flags = ("--ncs", "--disable-token-auth")
+        return RunSpec(
+            runtime=self.runtime,
+            argv=("torchserve", "--start", "--foreground", "--ts-config", str(config),
+                  "--model-store", str(layout / "model_store"), *flags),
+            ports=dict(ports),
+            device=self.options.device,
+            image=IMAGE,
+            container_argv=("torchserve", "--start", "--foreground",
+                            "--ts-config", f"{CONTAINER_ROOT}/container.properties",
+                            "--model-store", f"{CONTAINER_ROOT}/model_store", *flags),
+            container_ports=dict(CONTAINER_PORTS),
+            mounts={str(layout): CONTAINER_ROOT},
+        )
+
+    def properties(self, spec: ModelSpec, addresses: dict[str, tuple[str, int]], model_store: str,
+                   jvm_args: str) -> str:
+        """The TorchServe config.properties text for these addresses (name -> (host, port))."""
+        name = self.model_name(spec)
+        opts = self.options
+        batch_size = opts.max_batch_size if opts.dynamic_batching else 1
+        delay_ms = math.ceil(opts.batch_delay_us / 1000) if opts.dynamic_batching else UNBATCHED_DELAY_MS
+        models = {name: {MODEL_VERSION: {
+            "defaultVersion": True, "marName": f"{name}.mar", "minWorkers": opts.instances,
+            "maxWorkers": opts.instances, "batchSize": batch_size, "maxBatchDelay": delay_ms,
+            "responseTimeout": RESPONSE_TIMEOUT_S,
+        }}}
+
+        def http(key: str) -> str:
+            return f"http://{addresses[key][0]}:{addresses[key][1]}"
+
+        lines = [
+            f"inference_address={http('http')}",
+            f"management_address={http('management')}",
+            f"metrics_address={http('metrics')}",
+            f"grpc_inference_address={addresses['grpc_inference'][0]}",
+            f"grpc_inference_port={addresses['grpc_inference'][1]}",
+            f"grpc_management_address={addresses['grpc_management'][0]}",
+            f"grpc_management_port={addresses['grpc_management'][1]}",
+            f"model_store={model_store}",
+            f"load_models={name}.mar",
+            f"models={json.dumps(models, separators=(',', ':'))}",
+            f"default_workers_per_model={opts.instances}",
+            "disable_token_authorization=true",  # every address is loopback (or a loopback-published container)
+            "install_py_dep_per_model=false",  # never pip install at model load
+            "enable_envvars_config=false",  # stray TS_* variables cannot change this config
+            "disable_system_metrics=true",
+            f"vmargs={jvm_args}",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _archive(self, artifact: Artifact, spec: ModelSpec, store: Path) -> None:
+        env = ensure_runtime(self.runtime)
+        name = self.model_name(spec)
+        with tempfile.TemporaryDirectory(prefix="ts-archive-", dir=store.parent) as scratch:
+            config = Path(scratch) / HANDLER_CONFIG
+            config.write_text(json.dumps({
+                "threads": 1,
+                "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in spec.inputs],
+                "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in spec.outputs],
+            }))
+            argv = [str(env.bin_dir / "torch-model-archiver"), "--model-name", name, "--version", MODEL_VERSION,
+                    "--serialized-file", str(artifact.path), "--handler", str(REPO_ROOT / HANDLER),
+                    "--extra-files", str(config), "--export-path", str(store), "--force"]
+            proc = subprocess.run(argv, cwd=scratch, env=runtime_env_vars(env, {"TMPDIR": scratch}),
+                                  capture_output=True, text=True, timeout=ARCHIVE_TIMEOUT_S)
+        if proc.returncode != 0 or not (store / f"{name}.mar").is_file():
+            raise ServerStartError(f"torch-model-archiver failed for model {name} (rc {proc.returncode}):\n"
+                                   f"{(proc.stdout + proc.stderr)[-2000:]}")
+
+    def is_ready(self, endpoint: Endpoint) -> bool:
+        """Ready when every registered worker of the model is READY (`/ping` is healthy before that)."""
+        try:
+            described = _get_json(f"{_management_url(endpoint)}/models/{endpoint.model_name}")
+        except (OSError, ValueError):
+            return False
+        workers = [w for model in described for w in model.get("workers", [])]
+        return bool(workers) and all(w.get("status") == "READY" for w in workers)
+
+    def version(self, endpoint: Endpoint) -> str:
+        """`info.version` of the management API's description (OPTIONS /)."""
+        request = urllib.request.Request(_management_url(endpoint) + "/", method="OPTIONS")
+        with urllib.request.urlopen(request, timeout=HTTP_PROBE_TIMEOUT_S) as resp:
+            info = json.load(resp)["info"]
+        return f"torchserve {info['version']}"
+
+    def skip_reason(self, launcher: str) -> str | None:
+        if self.options.device == "gpu":
+            return "device=gpu: the torchserve runtime is CPU-only (CPU build of torch, the 0.12.0-cpu image)"
+        return None
+
+
+def _management_url(endpoint: Endpoint) -> str:
+    return f"http://{endpoint.host}:{endpoint.ports['management']}"
+
+
+def _get_json(url: str):
+    with urllib.request.urlopen(url, timeout=HTTP_PROBE_TIMEOUT_S) as resp:
+        return json.load(resp)
