@@ -63,6 +63,8 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
     cells = session["cells"]
     timeline: dict = {"session_id": session["session_id"], "server": session["server"], "cells": {}}
     conv = next((c for c in conversions if c and c["model"] == session["model"] and c["format"] == session["format"]), None)
+    if conv and conv.get("skipped"):
+        return {"rows": [not_measured(run, c, "skipped", conv["skipped"]) for c in cells], "timeline": timeline}
     if conv is None or conv.get("error"):
         reason = f"conversion to {session['format']} failed: {conv['error'] if conv else 'no conversion result'}"
         return {"rows": [not_measured(run, c, "failed", reason) for c in cells], "timeline": timeline}

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tasks.config import RunConfig
-from tasks.convert import convert
+from tasks.convert import ConversionSkipped, convert
 from tasks.errors import ServingEvalError
 from tasks.measure import not_measured
 from tasks.metadata import collect_code_metadata, collect_host_metadata
@@ -54,17 +54,23 @@ def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionF
     return {"run": run, **plan.to_dict()}
 
 
-def convert_step(conversion: dict, log=print) -> dict:
-    """Convert one (model, format); a failure is returned as data, never raised."""
+def convert_step(conversion: dict, log=print, conn: ConnectionFields | None = None,
+                 store: S3Store | None = None) -> dict:
+    """Convert one (model, format); a failure is returned as data (`error`), a host that cannot make the format
+    as `skipped` (its reason, e.g. TensorRT without a GPU), never raised. `conn` fetches s3:// sources;
+    `store` shares artifacts under its `artifacts/` prefix."""
     model, fmt = conversion["model"], conversion["format"]
     try:
         spec = load_spec(model)
-        artifact = convert(spec, fmt, log=log)
+        artifact = convert(spec, fmt, log=log, conn=conn, store=store)
         return {"model": model, "format": fmt, "artifact": artifact.to_dict(), "parity": artifact.parity_record(spec),
-                "cache_hit": artifact.cache_hit, "error": None}
+                "cache_hit": artifact.cache_hit, "error": None, "skipped": None}
+    except ConversionSkipped as exc:  # the cells of this artifact are skipped with this reason
+        return {"model": model, "format": fmt, "artifact": None, "parity": None, "cache_hit": False,
+                "error": None, "skipped": exc.reason}
     except Exception as exc:  # noqa: BLE001 - the cells of this artifact fail with this reason
         return {"model": model, "format": fmt, "artifact": None, "parity": None, "cache_hit": False,
-                "error": f"{type(exc).__name__}: {exc}"[:4000]}
+                "error": f"{type(exc).__name__}: {exc}"[:4000], "skipped": None}
 
 
 def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:

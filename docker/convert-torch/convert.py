@@ -1,35 +1,88 @@
-"""Entry point of the `convert-torch` runtime: build a torch source model, export it, measure parity.
+"""Entry point of the `convert-torch` runtime: one hop of a conversion path, with its parity measurement.
 
-Runs inside the runtime (venv or container), never in the Airflow worker. It records what happened in
-`conversion.json` next to the artifact; the orchestrator judges parity against the spec's tolerances.
+Hops: torch->torchscript (trace, or script with option method=script), torch->onnx (the dynamo exporter as
+one file, falling back to the legacy exporter with the reason recorded), torchscript->onnx, and the imports
+torchscript->torchscript and onnx->onnx of bring-your-own files. A `torch` source is built by the spec's
+builder, with a state dict loaded into it when the spec's source is one. Runs inside the runtime (venv or
+container), never in the Airflow worker; see tasks/convert/parity.py for the exit protocol.
 
-    python docker/convert-torch/convert.py --spec spec.json --format onnx --out DIR
+    python docker/convert-torch/convert.py --spec spec.json --hop torch->onnx --out DIR --status FILE
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import importlib
-import json
-import sys
+import shutil
 import time
-import traceback
 from pathlib import Path
 
+from tasks.convert.parity import (
+    InputRejected,
+    carry_reference,
+    parity_inputs,
+    parse_args,
+    run_main,
+    save_reference,
+    write_record,
+)
 from tasks.spec import ModelSpec, make_inputs
 
 ARTIFACT_FILES = {"onnx": "model.onnx", "torchscript": "model.pt"}
+ONNX_OPSET = 18
 
 
-def build_source(spec: ModelSpec):
+def build_module(spec: ModelSpec, state_dict: str = ""):
+    import torch
+
     module_name, func_name = spec.builder.split(":")
-    builder = getattr(importlib.import_module(module_name), func_name)
-    return builder(seed=spec.seed, **spec.builder_args)
+    model = getattr(importlib.import_module(module_name), func_name)(seed=spec.seed, **spec.builder_args)
+    if state_dict:
+        try:
+            weights = torch.load(state_dict, map_location="cpu", weights_only=True)
+            model.load_state_dict(weights, strict=True)
+        except Exception as exc:  # noqa: BLE001 - any load failure is a bad source file
+            raise InputRejected("source.file", spec.source_file,
+                                f"must be a state dict that {spec.builder} loads: {_first_line(exc)}") from exc
+    return model.eval()
 
 
-def as_tuple(out):
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+def load_torchscript(spec: ModelSpec, path: str):
+    import torch
+
+    try:
+        return torch.jit.load(path, map_location="cpu").eval()
+    except Exception as exc:  # noqa: BLE001
+        raise InputRejected("source.file", spec.source_file,
+                            f"must be a loadable TorchScript archive: {_first_line(exc)}") from exc
+
+
+def onnx_session(path: str, spec: ModelSpec | None = None):
+    import onnxruntime as ort
+
+    try:
+        return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001
+        if spec is None:
+            raise
+        raise InputRejected("source.file", spec.source_file, f"must be a loadable ONNX model: {_first_line(exc)}") \
+            from exc
+
+
+def run_torch(module, spec: ModelSpec, inputs: dict) -> list:
+    import torch
+
+    with torch.no_grad():
+        out = module(*(torch.from_numpy(inputs[t.name]) for t in spec.inputs))
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return [o.numpy() for o in outs]
+
+
+def run_onnx(session, spec: ModelSpec, inputs: dict) -> list:
+    names = [i.name for i in session.get_inputs()]
+    missing = sorted(set(names) - set(inputs))
+    if missing:
+        raise InputRejected("inputs", sorted(inputs), f"must name the model's inputs {names}")
+    return session.run([t.name for t in spec.outputs], {n: inputs[n] for n in names})
 
 
 def export_onnx(model, spec: ModelSpec, path: Path) -> dict:
@@ -38,110 +91,100 @@ def export_onnx(model, spec: ModelSpec, path: Path) -> dict:
     example = tuple(torch.from_numpy(a) for a in make_inputs(spec, 2).values())
     names_in = [t.name for t in spec.inputs]
     names_out = [t.name for t in spec.outputs]
-    dynamic_axes = {n: {0: "batch"} for n in names_in + names_out}
-    try:
-        # The dynamo exporter, written as one self-contained file (no external data side files).
-        program = torch.onnx.export(
-            model, example, input_names=names_in, output_names=names_out,
-            dynamic_axes=dynamic_axes, dynamo=True, external_data=False, verbose=False,
-        )
-        program.save(str(path), external_data=False)
-        return {"exporter": "dynamo", "fallback_reason": None}
-    except Exception as exc:  # noqa: BLE001 - any exporter failure falls back, and the reason is kept
-        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-        torch.onnx.export(
-            model, example, str(path), input_names=names_in, output_names=names_out,
-            dynamic_axes=dynamic_axes, dynamo=False, opset_version=17,
-        )
-        return {"exporter": "legacy", "fallback_reason": reason}
+    if not isinstance(model, torch.jit.ScriptModule):
+        try:
+            # The dynamo exporter, written as one self-contained file (no external data side files).
+            batch = torch.export.Dim("batch", min=1, max=1024)
+            dynamic_shapes = tuple({0: batch} for _ in names_in)
+            program = torch.onnx.export(model, example, input_names=names_in, output_names=names_out,
+                                        dynamic_shapes=dynamic_shapes, dynamo=True, external_data=False,
+                                        opset_version=ONNX_OPSET, verbose=False)
+            program.save(str(path), external_data=False)
+            return {"exporter": "dynamo", "fallback_reason": None}
+        except Exception as exc:  # noqa: BLE001 - any exporter failure falls back, and the reason is kept
+            reason = f"dynamo exporter failed: {_first_line(exc)}"
+    else:
+        reason = "a TorchScript source is exported by the legacy (TorchScript-based) exporter"
+    torch.onnx.export(model, example, str(path), input_names=names_in, output_names=names_out,
+                      dynamic_axes={n: {0: "batch"} for n in names_in + names_out}, dynamo=False, opset_version=17)
+    return {"exporter": "legacy", "fallback_reason": reason}
 
 
-def export_torchscript(model, spec: ModelSpec, path: Path, script: bool = False) -> dict:
+def export_torchscript(model, spec: ModelSpec, path: Path, method: str) -> dict:
     import torch
 
-    example = tuple(torch.from_numpy(a) for a in make_inputs(spec, 2).values())
-    module = torch.jit.script(model) if script else torch.jit.trace(model, example)
+    if method == "script":
+        module = torch.jit.script(model)
+    else:
+        example = tuple(torch.from_numpy(a) for a in make_inputs(spec, 2).values())
+        module = torch.jit.trace(model, example, strict=False, check_trace=False)
     module.save(str(path))
-    return {"exporter": "script" if script else "trace", "fallback_reason": None}
-
-
-def run_artifact(fmt: str, path: Path, spec: ModelSpec, inputs: dict):
-    if fmt == "onnx":
-        import onnxruntime as ort
-
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        return session.run([t.name for t in spec.outputs], inputs)
-    import torch
-
-    module = torch.jit.load(str(path))
-    with torch.no_grad():
-        return [o.numpy() for o in as_tuple(module(*(torch.from_numpy(a) for a in inputs.values())))]
-
-
-def measure_parity(model, fmt: str, path: Path, spec: ModelSpec) -> list[dict]:
-    import numpy as np
-    import torch
-
-    records = []
-    for batch_size in spec.parity_batch_sizes:
-        inputs = make_inputs(spec, batch_size)
-        with torch.no_grad():
-            reference = [o.numpy() for o in as_tuple(model(*(torch.from_numpy(a) for a in inputs.values())))]
-        actual = run_artifact(fmt, path, spec, inputs)
-        abs_err = max(float(np.max(np.abs(r - a))) for r, a in zip(reference, actual))
-        rel_err = max(float(np.max(np.abs(r - a) / (np.abs(r) + 1e-12))) for r, a in zip(reference, actual))
-        shapes_ok = all(r.shape == a.shape for r, a in zip(reference, actual))
-        allclose = shapes_ok and all(
-            np.allclose(a, r, atol=spec.parity_atol, rtol=spec.parity_rtol) for r, a in zip(reference, actual)
-        )
-        records.append({
-            "batch_size": batch_size, "max_abs_err": abs_err, "max_rel_err": rel_err,
-            "shapes_match": shapes_ok, "allclose": bool(allclose),
-        })
-    return records
+    return {"exporter": method, "fallback_reason": None}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--spec", required=True, type=Path)
-    parser.add_argument("--format", required=True, choices=sorted(ARTIFACT_FILES))
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--script", action="store_true", help="TorchScript by scripting instead of tracing")
-    args = parser.parse_args(argv)
-
+    args = parse_args(argv, __doc__)
     import onnxruntime
     import torch
 
-    spec = ModelSpec.from_dict(json.loads(args.spec.read_text()))
-    args.out.mkdir(parents=True, exist_ok=True)
-    artifact = args.out / ARTIFACT_FILES[args.format]
+    spec, out = args.spec_obj, args.out
+    out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    torch.set_num_threads(1)
-    model = build_source(spec)
-    with torch.no_grad():
-        if args.format == "onnx":
+    torch.manual_seed(0)
+    source_path = args.source or (str(Path(args.upstream) / _upstream_file(args.upstream)) if args.upstream else "")
+
+    # Load the hop's input and, on a first hop, compute the source's reference outputs.
+    if args.source_fmt == "torch":
+        model = build_module(spec, args.source if spec.source_format == "state_dict" else "")
+        run_source = lambda inputs: run_torch(model, spec, inputs)  # noqa: E731
+        description = f"torch {torch.__version__} module {spec.builder} (seed {spec.seed})"
+    elif args.source_fmt == "torchscript":
+        model = load_torchscript(spec, source_path)
+        run_source = lambda inputs: run_torch(model, spec, inputs)  # noqa: E731
+        description = f"TorchScript source run by torch {torch.__version__}"
+    else:
+        session = onnx_session(source_path, spec if args.source else None)
+        run_source = lambda inputs: run_onnx(session, spec, inputs)  # noqa: E731
+        description = f"ONNX source run by onnxruntime {onnxruntime.__version__}"
+    if args.upstream:
+        carry_reference(Path(args.upstream), out)
+    else:
+        save_reference(out, spec, {bs: run_source(x) for bs, x in parity_inputs(spec).items()}, description)
+
+    artifact = out / ARTIFACT_FILES[args.target_fmt]
+    if args.source_fmt == args.target_fmt:  # an import: the artifact is the source, checked as it is
+        shutil.copy2(source_path, artifact)
+        export = {"exporter": "import", "fallback_reason": None}
+    elif args.target_fmt == "onnx":
+        with torch.no_grad():
             export = export_onnx(model, spec, artifact)
-        else:
-            export = export_torchscript(model, spec, artifact, script=args.script)
-    record = {
-        "model": spec.name,
-        "format": args.format,
-        "file": artifact.name,
-        "sha256": hashlib.sha256(artifact.read_bytes()).hexdigest(),
-        "size_bytes": artifact.stat().st_size,
-        **export,
-        "reference": f"torch {torch.__version__} ({spec.framework} source)",
-        "parity": measure_parity(model, args.format, artifact, spec),
-        "convert_s": time.monotonic() - started,
-        "versions": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__, "python": sys.version.split()[0]},
-    }
-    (args.out / "conversion.json").write_text(json.dumps(record, indent=2))
+    else:
+        with torch.no_grad():
+            export = export_torchscript(model, spec, artifact, args.options_obj.get("method", "trace"))
+
+    if args.target_fmt == "onnx":
+        check = onnx_session(str(artifact))
+        run_artifact = lambda inputs: run_onnx(check, spec, inputs)  # noqa: E731
+    else:
+        loaded = torch.jit.load(str(artifact), map_location="cpu").eval()
+        run_artifact = lambda inputs: run_torch(loaded, spec, inputs)  # noqa: E731
+    from tasks.convert.parity import measure_parity
+
+    parity = measure_parity(spec, out, run_artifact)
+    write_record(args, artifact, export, parity, started,
+                 {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__})
     return 0
 
 
+def _upstream_file(upstream: str) -> str:
+    import json
+
+    return json.loads((Path(upstream) / "conversion.json").read_text())["file"]
+
+
+def _first_line(exc: BaseException) -> str:
+    return (f"{type(exc).__name__}: {exc}".strip().splitlines() or [type(exc).__name__])[0][:500]
+
+
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception:
-        traceback.print_exc()
-        sys.exit(1)
+    run_main(main)
