@@ -55,6 +55,9 @@ class RunSpec:
     container_ports: dict[str, int] = field(default_factory=dict)  # port name -> port inside the container
     mounts: dict[str, str] = field(default_factory=dict)  # host path -> container path (read-only)
     device: str = "cpu"  # cpu | gpu: the Docker launcher requests GPUs for "gpu" (set from ServingOptions.device)
+    # Absolute glob patterns of host paths the server creates outside its workdir (e.g. Triton's hard-coded
+    # /tmp/python_env_*): the process launcher removes the matching entries that appeared after the start.
+    cleanup_globs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

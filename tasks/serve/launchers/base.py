@@ -26,13 +26,16 @@ class LaunchHandle:
     workdir: str = ""
     log_path: str = ""
     shm_before: tuple[str, ...] = ()  # /dev/shm entries that existed before start (not ours to remove)
+    cleanup_globs: tuple[str, ...] = ()  # RunSpec.cleanup_globs of the server
+    cleanup_before: tuple[str, ...] = ()  # entries matching them before start (not ours to remove)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> LaunchHandle:
-        return cls(**{**data, "shm_before": tuple(data.get("shm_before", ()))})
+        tuples = {k: tuple(data.get(k, ())) for k in ("shm_before", "cleanup_globs", "cleanup_before")}
+        return cls(**{**data, **tuples})
 
 
 def handles_dir(run_id: str | None = None) -> Path:

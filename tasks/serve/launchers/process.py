@@ -2,13 +2,16 @@
 
 The server runs in its own session (process group), detached from the caller so that it outlives an
 Airflow setup task, with stdout/stderr in a log file. Stopping sends SIGTERM to the whole group, then
-SIGKILL after a grace period, and removes the group's temp dirs and Triton's shared-memory regions.
+SIGKILL after a grace period, and removes the group's temp dirs and Triton's shared-memory regions, and the
+entries matching the server's `RunSpec.cleanup_globs` that appeared after the start (paths a server creates
+outside its workdir, which a killed server leaves behind).
 Some servers' workers leave the group (BentoML's circus workers call setsid()), so the stop also snapshots
 the group's descendant tree before signalling and signals those processes by PID (PID reuse is guarded).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import signal
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import psutil
 
+from tasks.errors import ConfigError
 from tasks.runtimes import ensure_runtime, runtime_env_vars
 from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import Launcher, LaunchHandle, forget_handle, record_handle
@@ -32,6 +36,9 @@ class ProcessLauncher(Launcher):
 
     def start(self, spec: RunSpec, *, run_id: str, cell_id: str, workdir: Path, log_path: Path,
               cpus: tuple[int, ...] = ()) -> LaunchHandle:
+        for pattern in spec.cleanup_globs:
+            if not os.path.isabs(pattern):
+                raise ConfigError("RunSpec.cleanup_globs", pattern, "must be an absolute glob pattern")
         env = ensure_runtime(spec.runtime)
         argv = list(spec.argv)
         program = env.bin_dir / argv[0]
@@ -41,6 +48,7 @@ class ProcessLauncher(Launcher):
         tmp.mkdir(parents=True, exist_ok=True)
         environ = runtime_env_vars(env, {"TMPDIR": str(tmp), **spec.env})
         shm_before = tuple(sorted(_shm_entries()))
+        cleanup_before = tuple(sorted(_glob_entries(spec.cleanup_globs)))
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
@@ -51,7 +59,8 @@ class ProcessLauncher(Launcher):
         handle = LaunchHandle(
             launcher=self.name, run_id=run_id, cell_id=cell_id, pid=proc.pid, pgid=proc.pid,
             create_time=_create_time(proc.pid), ports=dict(spec.ports), workdir=str(workdir),
-            log_path=str(log_path), shm_before=shm_before,
+            log_path=str(log_path), shm_before=shm_before, cleanup_globs=tuple(spec.cleanup_globs),
+            cleanup_before=cleanup_before,
         )
         record_handle(handle)
         return handle
@@ -84,6 +93,8 @@ class ProcessLauncher(Launcher):
         self.exit_code(handle)
         for entry in set(_shm_entries()) - set(handle.shm_before):
             (SHM_DIR / entry).unlink(missing_ok=True)
+        for entry in set(_glob_entries(handle.cleanup_globs)) - set(handle.cleanup_before):
+            _remove(Path(entry))
         shutil.rmtree(Path(handle.workdir) / "tmp", ignore_errors=True)
         forget_handle(handle)
 
@@ -174,3 +185,14 @@ def _shm_entries() -> list[str]:
     if not SHM_DIR.is_dir():
         return []
     return [p.name for p in SHM_DIR.iterdir() if p.name.startswith(SHM_PREFIXES)]
+
+
+def _glob_entries(patterns: tuple[str, ...]) -> list[str]:
+    return [entry for pattern in patterns for entry in glob.glob(pattern)]
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
