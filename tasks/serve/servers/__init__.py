@@ -5,10 +5,12 @@ from __future__ import annotations
 from tasks.errors import ConfigError
 from tasks.serve.base import Server, ServingOptions
 from tasks.serve.servers.custom import CustomServer
+from tasks.serve.servers.tfserving import TFServingServer
 from tasks.serve.servers.torchserve import TorchServeServer
 
 SERVERS: dict[str, type[Server]] = {cls.name: cls for cls in (
     CustomServer,
+    TFServingServer,
     TorchServeServer,
 )}
 
