@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from tasks.errors import ConfigError
-from tasks.serve.launchers.base import LaunchHandle, Launcher
+from tasks.serve.launchers.base import Launcher, LaunchHandle
+from tasks.serve.launchers.docker import DockerLauncher
 from tasks.serve.launchers.process import ProcessLauncher
 
-LAUNCHERS: dict[str, type[Launcher]] = {cls.name: cls for cls in (ProcessLauncher,)}
+LAUNCHERS: dict[str, type[Launcher]] = {cls.name: cls for cls in (ProcessLauncher, DockerLauncher)}
 
 
 def get_launcher(name: str) -> Launcher:
