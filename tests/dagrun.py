@@ -64,16 +64,17 @@ def read_json_object(store, manifest: dict, name: str):
 
 
 def serving_processes() -> list[psutil.Process]:
-    """Processes still alive that run inside a runtime venv of this project's cache."""
+    """Live processes started by a server session: the process launcher gives each session's process tree
+    TMPDIR=<session workdir>/tmp, under the temp dir's serving-eval-<server>-* folders."""
+    marker = str(Path(tempfile.gettempdir()) / "serving-eval-")
     found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    for proc in psutil.process_iter(["pid"]):
         try:
-            env = proc.environ()
-            cmd = " ".join(proc.info.get("cmdline") or [])
+            tmp = proc.environ().get("TMPDIR", "")
             zombie = proc.status() == psutil.STATUS_ZOMBIE
         except (psutil.Error, OSError):
             continue
-        if proc.pid != os.getpid() and not zombie and ("/venvs/" in env.get("VIRTUAL_ENV", "") or "/venvs/" in cmd):
+        if proc.pid != os.getpid() and not zombie and tmp.startswith(marker):
             found.append(proc)
     return found
 
@@ -84,7 +85,9 @@ def session_temp_dirs() -> set[str]:
 
 
 def port_is_free(port: int) -> bool:
+    """Nothing listens on the port (SO_REUSEADDR: connections in TIME_WAIT do not count)."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
             return True
