@@ -7,8 +7,10 @@ no TensorFlow. So:
 - the REST API is a stand-in: a stdlib http.server on 127.0.0.1 that answers like TF Serving's
   `GET /v1/models/<name>` and `POST /v1/models/<name>:predict` (columnar format) for a fixed linear model.
   It checks our encoding, decoding, readiness and version logic and the load generator's HTTP client
-  against TF Serving's documented wire format, not TF Serving itself; a run in the official container
-  (`launcher=docker`) stays to do on a host with Docker.
+  against TF Serving's documented wire format, not TF Serving itself;
+- gRPC Predict uses hand-written protobuf messages: they are checked against the protobuf runtime (messages
+  declared here from TF Serving's field numbers) and a grpcio stand-in server.
+A run in the official container (`launcher=docker`) stays to do on a host with Docker.
 """
 
 from __future__ import annotations
@@ -262,3 +264,101 @@ def test_decode_canned():
     with pytest.raises(ValueError, match="TF Serving error"):
         c.decode(b'{"error": "boom"}')
     assert nested_shape([[[1], [2]], [[3], [4]]]) == (2, 2, 1) and nested_shape(3.0) == ()
+
+
+# --- gRPC Predict: hand-written protobuf messages, checked with the protobuf runtime and a gRPC stand-in ---
+
+def _proto_classes() -> dict:
+    """The TF Serving messages, declared here from the field numbers of the .proto files, built by the protobuf
+    runtime: an independent decoder/encoder for checking the hand-written wire format."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    F = descriptor_pb2.FieldDescriptorProto
+    rep, opt = F.LABEL_REPEATED, F.LABEL_OPTIONAL
+    messages = {
+        "Dim": [("size", 1, F.TYPE_INT64, opt, None)],
+        "Shape": [("dim", 2, F.TYPE_MESSAGE, rep, ".t.Dim")],
+        "Tensor": [("dtype", 1, F.TYPE_INT32, opt, None), ("tensor_shape", 2, F.TYPE_MESSAGE, opt, ".t.Shape"),
+                   ("tensor_content", 4, F.TYPE_BYTES, opt, None), ("float_val", 5, F.TYPE_FLOAT, rep, None),
+                   ("int64_val", 10, F.TYPE_INT64, rep, None)],
+        "ModelSpec": [("name", 1, F.TYPE_STRING, opt, None), ("signature_name", 3, F.TYPE_STRING, opt, None)],
+        "Entry": [("key", 1, F.TYPE_STRING, opt, None), ("value", 2, F.TYPE_MESSAGE, opt, ".t.Tensor")],
+        "PredictRequest": [("model_spec", 1, F.TYPE_MESSAGE, opt, ".t.ModelSpec"),
+                           ("inputs", 2, F.TYPE_MESSAGE, rep, ".t.Entry")],
+        "PredictResponse": [("outputs", 1, F.TYPE_MESSAGE, rep, ".t.Entry")],
+    }
+    file = descriptor_pb2.FileDescriptorProto(name="tfserving_standin.proto", package="t", syntax="proto3")
+    for name, specs in messages.items():
+        msg = file.message_type.add(name=name)
+        for fname, number, ftype, label, type_name in specs:
+            field = msg.field.add(name=fname, number=number, type=ftype, label=label)
+            if type_name:
+                field.type_name = type_name
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"t.{n}")) for n in messages}
+
+
+def test_grpc_request_parses_with_protobuf():
+    from tasks.loadgen.protocols.tfserving_grpc import encode_predict_request
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ids = np.array([[-1, 5]], dtype=np.int64)
+    msg = _proto_classes()["PredictRequest"].FromString(encode_predict_request("mlp", {"input": x, "ids": ids}))
+    assert msg.model_spec.name == "mlp" and msg.model_spec.signature_name == "serving_default"
+    by_name = {e.key: e.value for e in msg.inputs}
+    assert by_name["input"].dtype == 1 and [d.size for d in by_name["input"].tensor_shape.dim] == [2, 3]
+    assert np.frombuffer(by_name["input"].tensor_content, "<f4").tolist() == x.ravel().tolist()
+    assert by_name["ids"].dtype == 9 and np.frombuffer(by_name["ids"].tensor_content, "<i8").tolist() == [-1, 5]
+
+
+def test_grpc_response_from_protobuf_decodes():
+    from tasks.loadgen.protocols.tfserving_grpc import decode_predict_response
+
+    classes = _proto_classes()
+    response = classes["PredictResponse"]()
+    out = response.outputs.add(key="output")
+    out.value.dtype = 1
+    out.value.tensor_shape.dim.add(size=2)
+    out.value.tensor_shape.dim.add(size=2)
+    out.value.float_val.extend([0.5, -1.5, 2.0, 3.25])  # values as float_val, as TF Serving may send them
+    ids = response.outputs.add(key="ids")
+    ids.value.dtype = 9
+    ids.value.tensor_shape.dim.add(size=3)
+    ids.value.int64_val.extend([-7, 0, 1 << 40])
+    decoded = decode_predict_response(response.SerializeToString())
+    assert decoded["output"].dtype == np.float32 and decoded["output"].tolist() == [[0.5, -1.5], [2.0, 3.25]]
+    assert decoded["ids"].tolist() == [-7, 0, 1 << 40]
+
+
+def test_grpc_predict_against_standin():
+    from concurrent import futures
+
+    import grpc
+
+    from tasks.loadgen.protocols.tfserving_grpc import (
+        decode_predict_request,
+        encode_predict_response,
+        predict,
+    )
+
+    def handle(request: bytes, context) -> bytes:
+        name, inputs = decode_predict_request(request)
+        if name != "mlp":
+            context.abort(grpc.StatusCode.NOT_FOUND, f"Servable not found for request: Latest({name})")
+        return encode_predict_response({"output": inputs["input"] @ WEIGHTS + BIAS}, name)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "tensorflow.serving.PredictionService", {"Predict": grpc.unary_unary_rpc_method_handler(handle)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        x = np.random.default_rng(3).normal(size=(3, IN_FEATURES)).astype(np.float32)
+        out = predict("127.0.0.1", port, "mlp", {"input": x})["output"]
+        np.testing.assert_allclose(out, x @ WEIGHTS + BIAS, rtol=1e-5, atol=1e-5)
+        with pytest.raises(grpc.RpcError) as info:
+            predict("127.0.0.1", port, "nope", {"input": x})
+        assert info.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        server.stop(grace=None).wait(5)
