@@ -63,6 +63,31 @@ def fetch_latest(store) -> tuple[dict, dict]:
     return pointer, store.get_json(pointer["manifest"])
 
 
+def needed_runtimes(conf: dict) -> list[str]:
+    """The runtimes a run of `conf` uses on the process launcher: converters on the paths, then servers."""
+    from tasks.config import RunConfig
+    from tasks.convert import find_path
+    from tasks.plan import make_plan
+    from tasks.serve.servers import get_server
+    from tasks.spec import load_spec
+
+    config = RunConfig.from_params(conf)
+    names = {hop.runtime for c in make_plan(config).conversions for hop in find_path(load_spec(c["model"]), c["format"])
+             if not hop.needs_gpu}
+    names |= {get_server(s).runtime for s in config.servers if not get_server(s).skip_reason(config.launcher)}
+    return sorted(names)
+
+
+def prebuild_runtimes(conf: dict) -> None:
+    """Build (or find in the cache) every runtime the run needs, and say which it was."""
+    from tasks.runtimes import ensure_runtime
+
+    for name in needed_runtimes(conf):
+        env = ensure_runtime(name, log=lambda line: print(f"  {line}"))
+        how = f"built in {env.build_s:.0f} s" if env.built_now else "reused from the cache, no reinstall"
+        print(f"runtime {name}: {how} ({env.venv_dir})")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -72,6 +97,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     conf = {**DEMO_CONF, **json.loads(args.conf or "{}")}
     conn_id, bucket = "serving_eval_s3", "serving-eval"
     conf.update(aws_conn_id=conn_id, s3_bucket=bucket)
+    prebuild_runtimes(conf)
     with start_embedded_s3() as s3:
         s3.create_bucket(bucket)
         env = airflow_env(s3.airflow_conn_env(conn_id))
