@@ -146,6 +146,7 @@ def serve_and_check(server, artifact: Artifact, spec: ModelSpec, log_dir: Path, 
         assert {port for _, port in listeners} >= set(live.endpoint.ports.values())
         assert all(is_loopback(address) for address, _ in listeners), listeners
         seen["pids"] = pids
+        seen["outside_group"] = {pid for pid in pids if _pgid(pid) not in (live.handle.pgid, None)}
     handle = seen["handle"]
     left = tree_pids(handle.pid, handle.pgid) | {pid for pid in seen["pids"] if _running(pid)}
     assert not left, f"left running: {left}"
@@ -153,6 +154,13 @@ def serve_and_check(server, artifact: Artifact, spec: ModelSpec, log_dir: Path, 
     assert not Path(handle.workdir).exists()
     assert shm_entries() <= shm_before
     return seen
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
 
 
 def _running(pid: int) -> bool:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from tasks.errors import ConfigError
 from tasks.serve.base import Server, ServingOptions
+from tasks.serve.servers.bentoml import BentoMLServer
 from tasks.serve.servers.custom import CustomServer
+from tasks.serve.servers.kserve import KServeServer
 from tasks.serve.servers.tfserving import TFServingServer
 from tasks.serve.servers.torchserve import TorchServeServer
 
@@ -12,6 +14,8 @@ SERVERS: dict[str, type[Server]] = {cls.name: cls for cls in (
     CustomServer,
     TFServingServer,
     TorchServeServer,
+    BentoMLServer,
+    KServeServer,
 )}
 
 

@@ -1,0 +1,120 @@
+"""KServe 0.21: a `kserve.Model` in a ModelServer (docker/kserve/server.py) over ONNX Runtime or TorchScript.
+
+Layout (under the session's workdir; mounted read-only at /models in a container):
+
+    kserve/model.json                 model file, format, tensor names/dtypes/shapes
+    kserve/<model file>               the artifact (hard link when possible, else a copy)
+    kserve/inferenceservice.yaml      an InferenceService manifest for Kubernetes users (not used locally)
+
+One process serves REST (KServe v2 and v1) and gRPC v2, both bound to 127.0.0.1 (the entry script replaces
+KServe's hard-coded 0.0.0.0 / [::]). The `instances` option is the intra-op thread count (one by default):
+KServe's multi-worker mode cannot be bound to loopback. Per-request latency logging is off. KServe has no
+server-side batching for a custom model: with `dynamic_batching` the cells are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from tasks.convert import Artifact
+from tasks.runtimes import REPO_ROOT
+from tasks.serve.base import RunSpec, Server
+from tasks.spec import ModelSpec
+
+ENTRY = "docker/kserve/server.py"
+IMAGE = "serving-eval/kserve:latest"
+CONTAINER_ROOT = "/models"
+CONTAINER_PORTS = {"http": 8080, "grpc": 8081}
+MANIFEST = "inferenceservice.yaml"
+K8S_MODEL_DIR = "/mnt/models"  # where KServe's storage initializer puts STORAGE_URI's files
+
+
+class KServeServer(Server):
+    name = "kserve"
+    runtime = "kserve"
+    protocol = "kserve_v2_rest"
+    formats = ("onnx", "torchscript")
+    engines = {"onnx": "onnxruntime", "torchscript": "torchscript"}
+    port_names = ("http", "grpc")
+    ready_path = "/v2/health/ready"
+    metrics_port = "http"
+
+    def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
+        self.check_format(artifact.format)
+        layout = workdir / "kserve"
+        layout.mkdir(parents=True, exist_ok=True)
+        model_file = Path(artifact.path).name
+        link_or_copy(Path(artifact.path), layout / model_file)
+        (layout / "model.json").write_text(json.dumps({
+            "format": artifact.format, "model_file": model_file,
+            "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in spec.inputs],
+            "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in spec.outputs],
+        }, indent=1))
+        (layout / MANIFEST).write_text(self.inference_service_manifest(spec, IMAGE))
+        return layout
+
+    def server_args(self, model_dir: str, spec: ModelSpec, host: str, ports: dict[str, int]) -> tuple[str, ...]:
+        """The entry script's arguments (the same locally, in a container and in the manifest)."""
+        return ("--model_dir", model_dir, "--model_name", self.model_name(spec), "--bind_host", host,
+                "--http_port", str(ports["http"]), "--grpc_port", str(ports["grpc"]),
+                "--threads", str(self.options.instances), "--enable_latency_logging", "false")
+
+    def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
+        return RunSpec(
+            runtime=self.runtime,
+            argv=("python", str(REPO_ROOT / ENTRY), *self.server_args(str(layout), spec, "127.0.0.1", ports)),
+            ports=dict(ports),
+            device=self.options.device,
+            image=IMAGE,
+            container_argv=self.server_args(CONTAINER_ROOT, spec, "0.0.0.0", CONTAINER_PORTS),
+            container_ports=dict(CONTAINER_PORTS),
+            mounts={str(layout): CONTAINER_ROOT},
+        )
+
+    def inference_service_manifest(self, spec: ModelSpec, image: str,
+                                   storage_uri: str = "s3://CHANGE-ME/models/{model}/") -> str:
+        """A serving.kserve.io/v1beta1 InferenceService running this image as a custom predictor container.
+
+        The model files (the layout's model file and model.json) are fetched from `storage_uri` into
+        /mnt/models by KServe's storage initializer; "{model}" in it is replaced by the model name.
+        """
+        import yaml
+
+        name = self.model_name(spec).lower().replace("_", "-")
+        args = self.server_args(K8S_MODEL_DIR, spec, "0.0.0.0", CONTAINER_PORTS)
+        manifest = {
+            "apiVersion": "serving.kserve.io/v1beta1",
+            "kind": "InferenceService",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "serving-eval"}},
+            "spec": {"predictor": {
+                "minReplicas": 1,
+                "containers": [{
+                    "name": "kserve-container",
+                    "image": image,
+                    "args": list(args),
+                    "env": [{"name": "STORAGE_URI", "value": storage_uri.format(model=spec.name)}],
+                    "ports": [{"containerPort": CONTAINER_PORTS["http"], "protocol": "TCP"}],
+                    "readinessProbe": {"httpGet": {"path": self.ready_path, "port": CONTAINER_PORTS["http"]}},
+                    "resources": {"requests": {"cpu": str(self.options.instances), "memory": "1Gi"},
+                                  "limits": {"cpu": str(self.options.instances), "memory": "2Gi"}},
+                }],
+            }},
+        }
+        return yaml.safe_dump(manifest, sort_keys=False)
+
+    def skip_reason(self, launcher: str) -> str | None:
+        if self.options.dynamic_batching:
+            return "dynamic_batching=true: KServe has no server-side batching for a custom model"
+        if self.options.device == "gpu":
+            return "device=gpu: the kserve runtime is CPU-only (CPU build of torch, onnxruntime without CUDA)"
+        return None
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem, or links not allowed
+        shutil.copy2(source, target)

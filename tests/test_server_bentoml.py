@@ -1,0 +1,55 @@
+"""BentoML: a real server per supported format (ONNX, TorchScript), its container parameters, its version."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tasks.serve.base import ServingOptions
+from tasks.serve.servers import get_server
+from tasks.serve.servers.bentoml import BentoMLServer, package_version
+from tests.helpers import reference_outputs, serve_and_check
+
+BATCH_SIZES = (1, 4)
+BENTOML_VERSION = "1.4.40"  # the pin in docker/bentoml/requirements.txt
+
+
+@pytest.fixture(scope="module")
+def references(mlp_torchscript, mlp_spec):
+    return {b: reference_outputs(mlp_torchscript, mlp_spec, b) for b in BATCH_SIZES}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_bentoml_serves(fmt, request, mlp_spec, references, log_dir):
+    artifact = request.getfixturevalue(f"mlp_{fmt}")
+    seen = serve_and_check(BentoMLServer(), artifact, mlp_spec, log_dir, references, f"bentoml {BENTOML_VERSION}")
+    assert len(seen["pids"]) >= 2  # the circus arbiter and its worker
+    assert seen["outside_group"], "the worker should have left the group (setsid): the stop must still end it"
+
+
+def test_registered_and_version_from_runtime():
+    assert isinstance(get_server("bentoml"), BentoMLServer)
+    assert package_version("bentoml", "bentoml") == BENTOML_VERSION
+
+
+def test_skips_what_it_does_not_do():
+    assert BentoMLServer().skip_reason("process") is None
+    assert "dynamic_batching" in BentoMLServer(ServingOptions(dynamic_batching=True)).skip_reason("process")
+
+
+def test_container_parameters(mlp_onnx, mlp_spec, tmp_path):
+    server = BentoMLServer(ServingOptions(instances=2))
+    layout = server.write_layout(mlp_onnx, mlp_spec, tmp_path)
+    config = json.loads((layout / "service.json").read_text())
+    assert config["workers"] == 2 and config["threads"] == 1 and (layout / config["model_file"]).is_file()
+    run = server.run_spec(layout, mlp_spec, {"http": 43000})
+    assert run.argv[:3] == ("bentoml", "serve", "service:ServingEvalModel")
+    assert run.argv[run.argv.index("--host") + 1] == "127.0.0.1" and "43000" in run.argv
+    assert run.env["BENTOML_DO_NOT_TRACK"] == "true" and run.env["BENTOML_HOME"].startswith(str(tmp_path))
+    assert run.image == "serving-eval/bentoml:latest"
+    assert run.container_argv[run.container_argv.index("--working-dir") + 1] == "/models"
+    assert run.container_argv[run.container_argv.index("--host") + 1] == "0.0.0.0"
+    assert run.container_ports == {"http": 3000}
+    assert run.mounts == {str(layout): "/models"}
