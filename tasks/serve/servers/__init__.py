@@ -9,6 +9,7 @@ from tasks.serve.servers.custom import CustomServer
 from tasks.serve.servers.kserve import KServeServer
 from tasks.serve.servers.tfserving import TFServingServer
 from tasks.serve.servers.torchserve import TorchServeServer
+from tasks.serve.servers.triton import TritonServer
 
 SERVERS: dict[str, type[Server]] = {cls.name: cls for cls in (
     CustomServer,
@@ -16,6 +17,7 @@ SERVERS: dict[str, type[Server]] = {cls.name: cls for cls in (
     TorchServeServer,
     BentoMLServer,
     KServeServer,
+    TritonServer,
 )}
 
 

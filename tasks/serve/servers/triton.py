@@ -1,0 +1,296 @@
+"""NVIDIA Triton Inference Server 2.51 (release 24.10): native backends in the container, the python backend locally.
+
+`write_layout` writes two model repositories side by side, because the server does not know its launcher:
+
+    triton/native/<model>/config.pbtxt     native backends, for the official image (Docker launcher):
+    triton/native/<model>/1/model.onnx       onnxruntime_onnx | model.pt pytorch_libtorch |
+                                             model.savedmodel/ tensorflow_savedmodel | model.plan tensorrt_plan
+    triton/python/<model>/config.pbtxt     the python backend, for the process launcher (onnx, torchscript only)
+    triton/python/<model>/1/model.py         docker/triton/python_model.py (ONNX Runtime or TorchScript)
+    triton/python/<model>/1/model.onnx|.pt   the same file as in native/ (a hard link where possible)
+
+The process launcher runs the real `tritonserver` 2.51.0 binary that the nvidia-pytriton 0.7.0 wheel ships in
+the `triton` runtime venv; that build has only the python backend. `run_spec` prepares a private backend
+folder `triton/backends/python/` (the wheel's backend plus the python-backend stub for the venv's Python) and
+points `--model-repository` at `python/`; the container command points at `native/`, mounted at /models.
+
+Formats savedmodel and tensorrt_plan have no python-backend model: the process launcher cannot serve them.
+`skip_reason(launcher, fmt=...)` says so when given the format (an optional keyword on top of the base
+interface; callers that do not pass it get the launcher-level reason only). Without that check a process run
+of such a format still fails cleanly at start: its process argv points at `native/`, and the wheel's server
+exits with "unable to find backend" in the log tail.
+
+Names, data types and dims (without the batch axis) come from the model spec; the client uses the spec's
+names for every server. The libtorch backend maps names without `__<index>` to forward() arguments in config
+order (its STRICT_CONFIG_ORDERING convention), which is the spec's order.
+
+Facts about the wheel's server on a CPU host (checked here): the stub loads the interpreter's libpython
+unless the base Python's `lib` is first on LD_LIBRARY_PATH, and the private backend copy finds its bundled
+libraries only with `site-packages/nvidia_pytriton.libs` on LD_LIBRARY_PATH; without them the server hangs
+(neither ready nor exiting), so sessions always use a ready timeout. The python backend makes one
+`/dev/shm/<prefix><uuid>` region per model instance (the prefix is per server here) and a
+`/tmp/python_env_XXXXXX` dir (hard-coded path); a killed server leaves both, so the RunSpec declares the
+latter in `cleanup_globs` and the process launcher removes the former by prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import urllib.request
+from pathlib import Path
+
+from tasks.convert import Artifact
+from tasks.errors import ConfigError
+from tasks.runtimes import REPO_ROOT, RuntimeEnv, ensure_runtime
+from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
+from tasks.spec import ModelSpec, TensorSpec
+
+TRITON_VERSION = "2.51.0"
+IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"  # the official image of Triton 2.51.0, with the native backends
+CONTAINER_ROOT = "/models"
+CONTAINER_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
+MODEL_VERSION = "1"
+NATIVE_DIR = "native"
+PYTHON_DIR = "python"
+BACKENDS_DIR = "backends"
+PYTHON_MODEL = REPO_ROOT / "docker" / "triton" / "python_model.py"
+PYTRITON_DIR = "pytriton/tritonserver"  # inside the runtime's site-packages
+BUNDLED_LIBS_DIR = "nvidia_pytriton.libs"  # the wheel's vendored shared libraries, inside site-packages
+SHM_PREFIX = "triton_python_backend_shm_region_"  # the python backend's default; the launcher cleans this prefix
+PYTHON_ENV_GLOB = "/tmp/python_env_*"  # made by the python backend at a hard-coded path (TMPDIR is not used)
+EXIT_TIMEOUT_S = 5  # graceful drain on SIGTERM, below the launcher's grace period
+PYTHON_BACKEND_THREADS = 1  # intra-op threads per model instance: `instances` is the parallelism knob
+
+# format -> (platform, file or folder name in the version directory)
+NATIVE = {
+    "onnx": ("onnxruntime_onnx", "model.onnx"),
+    "torchscript": ("pytorch_libtorch", "model.pt"),
+    "savedmodel": ("tensorflow_savedmodel", "model.savedmodel"),
+    "tensorrt_plan": ("tensorrt_plan", "model.plan"),
+}
+# format -> python_model.py engine: the formats the process runtime can serve
+PYTHON_ENGINES = {"onnx": "onnxruntime", "torchscript": "torchscript"}
+DATA_TYPES = {
+    "float32": "TYPE_FP32", "float16": "TYPE_FP16", "float64": "TYPE_FP64", "int64": "TYPE_INT64",
+    "int32": "TYPE_INT32", "int8": "TYPE_INT8", "uint8": "TYPE_UINT8", "bool": "TYPE_BOOL",
+}
+COUNT_METRICS = ("nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
+                 "nv_inference_exec_count")
+_METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)")
+
+
+def _tensor_block(kind: str, tensors: tuple[TensorSpec, ...]) -> str:
+    rows = []
+    for t in tensors:
+        if t.dtype not in DATA_TYPES:
+            raise ConfigError(f"{kind} {t.name}: dtype", t.dtype, f"must be one of {sorted(DATA_TYPES)} for Triton")
+        dims = ", ".join(str(d) for d in t.shape[1:])  # without the batch axis: max_batch_size > 0
+        rows.append(f'  {{ name: "{t.name}" data_type: {DATA_TYPES[t.dtype]} dims: [ {dims} ] }}')
+    return f"{kind} [\n" + ",\n".join(rows) + "\n]\n"
+
+
+def model_config(name: str, spec: ModelSpec, *, max_batch_size: int, dynamic_batching: bool, batch_delay_us: int,
+                 instances: int, kind: str, platform: str = "", backend: str = "",
+                 parameters: dict[str, str] | None = None) -> str:
+    """A Triton `config.pbtxt` (text protobuf) for one model with a batch axis."""
+    if bool(platform) == bool(backend):
+        raise ConfigError("model_config platform/backend", (platform, backend), "exactly one must be given")
+    if kind not in ("KIND_CPU", "KIND_GPU"):
+        raise ConfigError("instance_group kind", kind, "must be KIND_CPU or KIND_GPU")
+    text = f'name: "{name}"\n'
+    text += f'platform: "{platform}"\n' if platform else f'backend: "{backend}"\n'
+    text += f"max_batch_size: {max_batch_size}\n"
+    text += _tensor_block("input", spec.inputs) + _tensor_block("output", spec.outputs)
+    if dynamic_batching:
+        text += f"dynamic_batching {{ max_queue_delay_microseconds: {batch_delay_us} }}\n"
+    text += f"instance_group [ {{ count: {instances} kind: {kind} }} ]\n"
+    for key, value in (parameters or {}).items():
+        text += f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}\n'
+    return text
+
+
+class TritonServer(Server):
+    name = "triton"
+    runtime = "triton"
+    protocol = "kserve_v2_rest"
+    formats = ("onnx", "torchscript", "savedmodel", "tensorrt_plan")
+    engines = {"onnx": "onnxruntime", "torchscript": "libtorch", "savedmodel": "tensorflow",
+               "tensorrt_plan": "tensorrt"}
+    port_names = ("http", "grpc", "metrics")
+    ready_path = "/v2/health/ready"  # with --strict-readiness: ready only when every model is READY
+    metrics_port = "metrics"
+
+    def config_text(self, spec: ModelSpec, fmt: str, *, python_backend: bool = False) -> str:
+        """config.pbtxt of the native repository, or of the python-backend repository."""
+        self.check_format(fmt)
+        opts = self.options
+        common = {"max_batch_size": opts.max_batch_size, "dynamic_batching": opts.dynamic_batching,
+                  "batch_delay_us": opts.batch_delay_us, "instances": opts.instances}
+        name = self.model_name(spec)
+        if python_backend:
+            if fmt not in PYTHON_ENGINES:
+                raise ConfigError("format", fmt, f"the python backend serves only {sorted(PYTHON_ENGINES)}")
+            params = {"engine": PYTHON_ENGINES[fmt], "model_filename": NATIVE[fmt][1],
+                      "num_threads": str(PYTHON_BACKEND_THREADS)}
+            return model_config(name, spec, backend="python", kind="KIND_CPU", parameters=params, **common)
+        kind = "KIND_GPU" if opts.device == "gpu" else "KIND_CPU"
+        return model_config(name, spec, platform=NATIVE[fmt][0], kind=kind, **common)
+
+    def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
+        self.check_format(artifact.format)
+        fmt, name = artifact.format, self.model_name(spec)
+        source = Path(artifact.path)
+        if not source.exists():
+            raise ConfigError("artifact.path", str(source), "must exist")
+        layout = workdir / "triton"
+        native = layout / NATIVE_DIR / name
+        (native / MODEL_VERSION).mkdir(parents=True, exist_ok=True)
+        target = native / MODEL_VERSION / NATIVE[fmt][1]
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, target)
+        (native / "config.pbtxt").write_text(self.config_text(spec, fmt))
+        if fmt in PYTHON_ENGINES:
+            python = layout / PYTHON_DIR / name
+            (python / MODEL_VERSION).mkdir(parents=True, exist_ok=True)
+            _link_or_copy(target, python / MODEL_VERSION / NATIVE[fmt][1])
+            shutil.copy2(PYTHON_MODEL, python / MODEL_VERSION / "model.py")
+            (python / "config.pbtxt").write_text(self.config_text(spec, fmt, python_backend=True))
+        return layout
+
+    def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
+        env = ensure_runtime(self.runtime)
+        paths = runtime_paths(env)
+        backends = prepare_backend_dir(paths, layout / BACKENDS_DIR)
+        repository = layout / PYTHON_DIR if (layout / PYTHON_DIR).is_dir() else layout / NATIVE_DIR
+        argv = (
+            str(paths["tritonserver"]),
+            f"--model-repository={repository.resolve()}",
+            f"--backend-directory={backends}",
+            "--http-address=127.0.0.1", f"--http-port={ports['http']}",
+            "--grpc-address=127.0.0.1", f"--grpc-port={ports['grpc']}",
+            "--metrics-address=127.0.0.1", f"--metrics-port={ports['metrics']}",
+            "--allow-gpu-metrics=false", "--allow-cpu-metrics=true",
+            "--pinned-memory-pool-byte-size=0",  # no CUDA here: do not try to pin host memory
+            *self._common_flags(),
+            # a per-server prefix (still under the launcher's cleanup prefix): its regions are told apart
+            f"--backend-config=python,shm-region-prefix-name={SHM_PREFIX}p{ports['http']}_",
+        )
+        ld_path = [str(p) for p in (paths["python_lib"], paths["bundled_libs"]) if p]
+        if os.environ.get("LD_LIBRARY_PATH"):
+            ld_path.append(os.environ["LD_LIBRARY_PATH"])
+        container_argv = (
+            "tritonserver", f"--model-repository={CONTAINER_ROOT}",
+            f"--http-port={CONTAINER_PORTS['http']}", f"--grpc-port={CONTAINER_PORTS['grpc']}",
+            f"--metrics-port={CONTAINER_PORTS['metrics']}",
+            *(("--pinned-memory-pool-byte-size=0",) if self.options.device == "cpu" else ()),
+            *self._common_flags(),
+        )
+        return RunSpec(
+            runtime=self.runtime,
+            argv=argv,
+            ports=dict(ports),
+            env={"LD_LIBRARY_PATH": os.pathsep.join(ld_path), "PYTHONDONTWRITEBYTECODE": "1"},
+            image=IMAGE,
+            container_argv=container_argv,
+            container_ports=dict(CONTAINER_PORTS),
+            mounts={str((layout / NATIVE_DIR).resolve()): CONTAINER_ROOT},
+            device=self.options.device,
+            cleanup_globs=(PYTHON_ENV_GLOB,),
+        )
+
+    @staticmethod
+    def _common_flags() -> tuple[str, ...]:
+        return ("--exit-on-error=true",  # a model that fails to load ends the start-up (fail fast)
+                "--strict-readiness=true", f"--exit-timeout-secs={EXIT_TIMEOUT_S}", "--log-verbose=0")
+
+    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
+        """Why this server cannot run under `launcher` (and, when given, for artifact format `fmt`) here."""
+        if fmt == "tensorrt_plan" and self.options.device != "gpu":
+            return "device=cpu: a TensorRT plan needs an NVIDIA GPU (device=gpu, launcher=docker)"
+        if launcher != "process":
+            return None
+        if self.options.device == "gpu":
+            return ("device=gpu: the local triton runtime is CPU-only (python backend with CPU builds of "
+                    "torch and onnxruntime); run with launcher=docker")
+        if fmt is not None and fmt not in PYTHON_ENGINES:
+            return (f"needs Docker: format {fmt} needs Triton's native backend, which the local tritonserver "
+                    f"(nvidia-pytriton wheel) lacks; it serves {sorted(PYTHON_ENGINES)}; run with launcher=docker")
+        return None
+
+    def server_side_counts(self, endpoint: Endpoint) -> dict[str, float]:
+        """Triton's cumulative counters from /metrics, summed over models (take deltas around a window).
+
+        `nv_inference_request_success`/`_failure` count requests, `nv_inference_count` counts samples (batch
+        rows) and `nv_inference_exec_count` counts model executions, so count / exec_count is the average batch.
+        """
+        url = f"http://{endpoint.host}:{endpoint.ports[self.metrics_port]}{self.metrics_path}"
+        with urllib.request.urlopen(url, timeout=HTTP_PROBE_TIMEOUT_S) as resp:
+            return parse_counts(resp.read().decode())
+
+
+def parse_counts(text: str) -> dict[str, float]:
+    """Sum each of COUNT_METRICS over its label sets in Prometheus text."""
+    counts = dict.fromkeys(COUNT_METRICS, 0.0)
+    for line in text.splitlines():
+        match = _METRIC_LINE.match(line)
+        if match and match["name"] in counts:
+            counts[match["name"]] += float(match["value"])
+    return counts
+
+
+def runtime_paths(env: RuntimeEnv) -> dict[str, Path | None]:
+    """Where the wheel's server, python backend, stub and bundled libraries are inside the runtime venv."""
+    site_packages = next((p for p in sorted(env.venv_dir.glob("lib/python3.*/site-packages"))
+                          if (p / PYTRITON_DIR).is_dir()), None)
+    if site_packages is None:
+        raise ConfigError(f"runtime {env.name}: {PYTRITON_DIR}", str(env.venv_dir),
+                          "must exist in the venv's site-packages (is nvidia-pytriton installed?)")
+    py_version = site_packages.parent.name.removeprefix("python")
+    root = site_packages / PYTRITON_DIR
+    home = _pyvenv_home(env.venv_dir)
+    python_lib = home.parent / "lib" if home else None
+    paths: dict[str, Path | None] = {
+        "tritonserver": root / "bin" / "tritonserver",
+        "python_backend": root / "backends" / "python",
+        "stub": root / "python_backend_stubs" / py_version / "triton_python_backend_stub",
+        "bundled_libs": site_packages / BUNDLED_LIBS_DIR,
+        # a pyenv/uv/conda Python ships libpython in its own lib; a system Python's is on the loader path
+        "python_lib": python_lib if python_lib and (python_lib / f"libpython{py_version}.so.1.0").exists() else None,
+    }
+    for key in ("tritonserver", "python_backend", "stub", "bundled_libs"):
+        if not paths[key].exists():
+            raise ConfigError(f"runtime {env.name}: {key}", str(paths[key]), "must exist in the triton runtime venv")
+    return paths
+
+
+def prepare_backend_dir(paths: dict[str, Path | None], backends: Path) -> Path:
+    """A private backend folder: the wheel's python backend plus the stub for the venv's Python next to it."""
+    target = backends / "python"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(paths["python_backend"], target, ignore=shutil.ignore_patterns("__pycache__"))
+    stub = target / "triton_python_backend_stub"
+    shutil.copy2(paths["stub"], stub)
+    stub.chmod(0o755)
+    return backends.resolve()
+
+
+def _pyvenv_home(venv_dir: Path) -> Path | None:
+    cfg = venv_dir / "pyvenv.cfg"
+    if not cfg.is_file():
+        return None
+    for line in cfg.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return Path(value.strip())
+    return None
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
