@@ -122,7 +122,10 @@ def parse_spec(path: Path | str) -> ModelSpec:
     path = Path(path)
     if not path.is_file():
         raise ConfigError("spec file", str(path), "must exist")
-    raw = yaml.safe_load(path.read_text())
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError("spec file", str(path), f"must be valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"spec file {path.name}", type(raw).__name__, "must be a mapping")
     name = raw.get("name") or path.stem

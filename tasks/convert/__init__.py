@@ -9,10 +9,10 @@
 """
 
 from tasks.convert.artifact import Artifact
-from tasks.convert.core import ConversionSkipped, artifact_key, check_conversion, convert
+from tasks.convert.core import ConversionSkipped, artifact_key, check_conversion, convert, recheck_parity
 from tasks.convert.graph import FORMATS, HOPS, SOURCE_KINDS, Hop, find_path, reachable_formats
 
 __all__ = [
     "FORMATS", "HOPS", "SOURCE_KINDS", "Artifact", "ConversionSkipped", "Hop", "artifact_key", "check_conversion",
-    "convert", "find_path", "reachable_formats",
+    "convert", "find_path", "reachable_formats", "recheck_parity",
 ]

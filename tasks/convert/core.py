@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.convert.artifact import Artifact
-from tasks.convert.graph import Hop, check_dtypes, find_path
+from tasks.convert.graph import HOPS, Hop, check_dtypes, find_path
 from tasks.convert.parity import EXIT_REJECTED, EXIT_SKIPPED
 from tasks.convert.sources import Source, resolve_source
 from tasks.convert.tensorrt import gpu_skip_reason
@@ -89,6 +89,29 @@ def convert(spec: ModelSpec, fmt: str, log: Callable[[str], object] = print, *, 
         artifact = _convert_hop(spec, hop, hop_options, source, artifact, store, log)
     assert artifact is not None  # a path has at least one hop
     return artifact
+
+
+def recheck_parity(spec: ModelSpec, artifact_dir: Path | str, log: Callable[[str], object] = print) -> list[dict]:
+    """Measure an existing artifact folder's parity again, against the source reference it carries.
+
+    Runs the format's import hop on the folder (onnx, torchscript, savedmodel): the file is loaded and run at
+    every parity batch size and compared with its `reference.npz`. Catches an artifact changed after conversion.
+    """
+    directory = Path(artifact_dir)
+    record = json.loads((directory / RECORD_FILE).read_text())
+    hop = next((h for h in HOPS if h.source == h.target == record["format"]), None)
+    if hop is None:
+        raise ConfigError(f"model {spec.name}: format", record["format"], "has no import hop to re-check parity with")
+    env = ensure_runtime(hop.runtime, log=log)
+    with tempfile.TemporaryDirectory(prefix="serving-eval-recheck-") as tmp:
+        work = Path(tmp)
+        (work / "spec.json").write_text(spec.to_json())
+        argv = [str(env.python), str(REPO_ROOT / hop.entry), "--spec", str(work / "spec.json"), "--hop", hop.name,
+                "--upstream", str(directory), "--out", str(work / "out"), "--status", str(work / "status.json")]
+        proc = subprocess.run(argv, capture_output=True, text=True, env=runtime_env_vars(env), cwd=work,
+                              timeout=CONVERT_TIMEOUT_S)
+        _raise_for_exit(spec, hop, proc, work / "status.json")
+        return json.loads((work / "out" / RECORD_FILE).read_text())["parity"]
 
 
 def _convert_hop(spec: ModelSpec, hop: Hop, options: dict, source: Source, upstream: Artifact | None,
