@@ -235,3 +235,23 @@ def test_source_that_changed_since_the_spec_pinned_it(byo_files, tmp_path):
     spec = parse_spec(byo_spec(tmp_path, "pinned", source))
     with pytest.raises(ConfigError, match=r"model pinned: source.sha256=.*must match the file"):
         convert(spec, "onnx", log=QUIET)
+
+
+def test_tensorrt_entry_reports_skipped_where_tensorrt_is_missing(mlp_spec, mlp_onnx, tmp_path):
+    """The runtime side of the skip: the entry script exits 3 with the reason when tensorrt does not import."""
+    import json
+
+    from tasks.convert.parity import EXIT_SKIPPED
+    from tasks.convert.tensorrt import SKIP_REASON
+    from tasks.runtimes import REPO_ROOT
+
+    env = ensure_runtime("convert-torch", log=QUIET)  # has no tensorrt: stands in for a GPU host without it
+    (tmp_path / "spec.json").write_text(mlp_spec.to_json())
+    entry = REPO_ROOT / "docker/convert-tensorrt/convert.py"
+    argv = [str(env.python), str(entry), "--spec", str(tmp_path / "spec.json"), "--hop", "onnx->tensorrt",
+            "--upstream", str(Path(mlp_onnx.path).parent), "--out", str(tmp_path / "out"),
+            "--status", str(tmp_path / "status.json")]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=runtime_env_vars(env))
+    assert proc.returncode == EXIT_SKIPPED, proc.stderr
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["status"] == "skipped" and status["reason"].startswith(SKIP_REASON)

@@ -88,3 +88,12 @@ def test_skipped_conversion_skips_its_cells():
     session = {"session_id": "s", "server": "triton", "model": "tiny-cnn", "format": "tensorrt", "cells": [cell]}
     rows = measure_session(session, [converted], run, config=None)["rows"]
     assert [(r["status"], r["reason"][:len(SKIP_REASON)]) for r in rows] == [("skipped", SKIP_REASON)]
+
+
+def test_the_orchestrator_never_imports_a_framework():
+    import subprocess
+    import sys
+
+    code = ("import sys, tasks.convert, tasks.pipeline; heavy = {'torch', 'tensorflow', 'onnx', 'onnxruntime'}; "
+            "assert not heavy & set(sys.modules), heavy & set(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True)
