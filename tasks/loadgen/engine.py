@@ -1,32 +1,49 @@
 """The engine: issue requests over lean keep-alive connections and record each one.
 
-Per request it stores monotonic nanosecond timestamps (scheduled send, actual send, completion) and an
-error kind into flat arrays; nothing is judged here. Closed loop: `concurrency` connections, each sending
-its next request when the previous one completes; latency is measured from the actual send. Open loop:
-requests are due on a seeded schedule (constant or Poisson), latency is measured from the *scheduled*
-send, so a stalled server cannot hide its stall (no coordinated omission).
+Per request it appends monotonic nanosecond timestamps (scheduled send, actual send, completion) and an
+error kind to flat typed arrays; nothing is judged here. Closed loop: `concurrency` connections, each
+writing its next request from the previous response's callback; latency is measured from the actual send.
+Open loop: requests are due on a seeded schedule (constant or Poisson) and go out on an idle connection of a
+bounded pool (or wait in a backlog for one); latency is measured from the *scheduled* send, so a stalled
+server cannot hide its stall (no coordinated omission).
+
+Stop rules, all written down here: the measured time ends `duration_s` after the warm-up, or earlier at a
+window boundary when `stop_when_stable` is set and the stability rule of `measurement.window_stable` holds
+after at least `min_windows` windows. In-flight requests then get at most `request_timeout_s` + DRAIN_GRACE_S;
+a request in flight longer than `request_timeout_s` is aborted and counted as a timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from array import array
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from time import monotonic_ns
 
 import numpy as np
 
 from tasks.loadgen.http import HttpConnection
-from tasks.loadgen.protocols.base import CONNECTION, TIMEOUT, Codec
+from tasks.loadgen.protocols.base import CONNECTION, NOT_SENT, TIMEOUT, Codec
 from tasks.loadgen.settings import LoadSettings
 
 WATCHDOG_PERIOD_S = 0.05
-DRAIN_GRACE_S = 1.0  # after the measured time, in-flight requests get this long (bounded by the timeout)
+DRAIN_GRACE_S = 1.0  # after the measured time, in-flight requests get this long on top of the request timeout
+RECONNECT_PAUSE_S = 0.05
+OPEN_LOOP_INITIAL_CONNECTIONS = 16
+NS = 1_000_000_000
+StartAt = int | Callable[[], Awaitable[int]] | None  # the common start of a load point's workers
 
 
 @dataclass
 class Recording:
-    """What happened, request by request, in nanoseconds relative to `t0_ns` (start of the warm-up)."""
+    """What happened, request by request, in nanoseconds relative to `t0_ns` (start of the warm-up).
+
+    `t0_ns` is the absolute CLOCK_MONOTONIC time of the start, shared by every worker of a load point, so
+    recordings of several generator processes merge by concatenation.
+    """
 
     t0_ns: int
     warmup_end_ns: int
@@ -37,174 +54,375 @@ class Recording:
     codes: np.ndarray
     generator_cpu_s: float = 0.0
     wall_s: float = 0.0
+    workers: int = 1
+    worker_cpu_pct: tuple[float, ...] = ()
+    stopped_early: bool = False
     meta: dict = field(default_factory=dict)
 
     def save(self, path: str) -> None:
         np.savez_compressed(path, scheduled_ns=self.scheduled_ns, sent_ns=self.sent_ns, done_ns=self.done_ns,
                             codes=self.codes, bounds=np.array([self.t0_ns, self.warmup_end_ns, self.end_ns]),
-                            cpu=np.array([self.generator_cpu_s, self.wall_s]))
+                            cpu=np.array([self.generator_cpu_s, self.wall_s]),
+                            worker_cpu_pct=np.array(self.worker_cpu_pct, dtype=np.float64),
+                            flags=np.array([self.workers, int(self.stopped_early)]))
 
     @classmethod
     def load(cls, path: str) -> Recording:
         with np.load(path) as data:
             t0, warm, end = (int(v) for v in data["bounds"])
             cpu, wall = (float(v) for v in data["cpu"])
-            return cls(t0, warm, end, data["scheduled_ns"], data["sent_ns"], data["done_ns"], data["codes"], cpu, wall)
+            workers, stopped = (int(v) for v in data["flags"])
+            return cls(t0, warm, end, data["scheduled_ns"], data["sent_ns"], data["done_ns"], data["codes"], cpu,
+                       wall, workers, tuple(float(v) for v in data["worker_cpu_pct"]), bool(stopped))
+
+    @classmethod
+    def merge(cls, parts: list[Recording]) -> Recording:
+        """One recording of a load point driven by several generator processes that shared `t0_ns`."""
+        if not parts:
+            raise ValueError("recordings: must merge at least one")
+        starts = {p.t0_ns for p in parts}
+        if len(starts) != 1:
+            raise ValueError(f"t0_ns={sorted(starts)}: the workers of one load point must share their start")
+        first = parts[0]
+        return cls(
+            t0_ns=first.t0_ns, warmup_end_ns=first.warmup_end_ns, end_ns=min(p.end_ns for p in parts),
+            scheduled_ns=np.concatenate([p.scheduled_ns for p in parts]),
+            sent_ns=np.concatenate([p.sent_ns for p in parts]),
+            done_ns=np.concatenate([p.done_ns for p in parts]),
+            codes=np.concatenate([p.codes for p in parts]),
+            generator_cpu_s=sum(p.generator_cpu_s for p in parts), wall_s=max(p.wall_s for p in parts),
+            workers=sum(p.workers for p in parts),
+            worker_cpu_pct=tuple(v for p in parts for v in p.worker_cpu_pct),
+            stopped_early=any(p.stopped_early for p in parts),
+        )
 
 
-class _Recorder:
-    def __init__(self) -> None:
+class _Driver:
+    """State shared by both loops: the recording arrays, the connections, the clock bounds and the stop rule."""
+
+    def __init__(self, host: str, port: int, codec: Codec, settings: LoadSettings, start_ns: int) -> None:
+        self.host, self.port, self.settings = host, port, settings
+        self.request = codec.request_bytes()
+        self.check = codec.check
         self.scheduled, self.sent, self.done = array("q"), array("q"), array("q")
         self.codes = array("b")
+        self.conns: list[HttpConnection] = []
+        self.t0 = start_ns
+        self.warm_end = start_ns + int(settings.warmup_s * NS)
+        self.end = self.warm_end + int(settings.duration_s * NS)
+        self.stopped_early = False
+        self.finished: asyncio.Future | None = None
+        self.timeout_ns = int(settings.request_timeout_s * NS)
+        self.window_ns = int(settings.window_s * NS)
 
-    def add(self, scheduled: int, sent: int, done: int, code: int) -> None:
+    def record(self, scheduled: int, sent: int, done: int, code: int) -> None:
         self.scheduled.append(scheduled)
         self.sent.append(sent)
         self.done.append(done)
         self.codes.append(code)
 
+    def on_lost(self, conn: HttpConnection, exc: BaseException | None) -> None:
+        if conn.busy:
+            conn.busy = False
+            self.record(conn.scheduled_ns, conn.sent_ns, monotonic_ns(), CONNECTION)
+        if conn in self.conns:
+            self.conns.remove(conn)
+            self.replace(conn)
 
-async def _watchdog(conns: list[HttpConnection], timeout_ns: int, stop: asyncio.Event) -> None:
-    """Abort requests in flight for longer than the timeout (cheaper than a timer per request)."""
-    while not stop.is_set():
-        now = time.monotonic_ns()
-        for conn in conns:
-            if conn.waiter is not None and now - conn.sent_ns > timeout_ns:
-                conn.abort(TimeoutError("request timed out"))
-        await asyncio.sleep(WATCHDOG_PERIOD_S)
+    def replace(self, conn: HttpConnection) -> None:
+        """A connection was lost; subclasses decide whether to open another."""
 
-
-async def closed_loop(host: str, port: int, codec: Codec, settings: LoadSettings) -> Recording:
-    request = codec.request_bytes()
-    rec = _Recorder()
-    conns = [await HttpConnection.open(host, port) for _ in range(settings.concurrency)]
-    t0 = time.monotonic_ns()
-    warm_end = t0 + int(settings.warmup_s * 1e9)
-    end = warm_end + int(settings.duration_s * 1e9)
-    stop = asyncio.Event()
-    cpu0, wall0 = time.process_time(), time.monotonic()
-
-    async def worker(index: int) -> None:
-        conn = conns[index]
-        check, monotonic_ns, add = codec.check, time.monotonic_ns, rec.add
+    async def watchdog(self) -> None:
+        """Abort requests in flight longer than the timeout (one periodic scan, not a timer per request)."""
         while True:
-            sent = monotonic_ns()
-            if sent >= end:
-                return
-            try:
-                status, body = await conn.request(request, sent)
-                code = check(status, body)
-            except TimeoutError:
-                code = TIMEOUT
-            except (ConnectionError, OSError):
-                code = CONNECTION
-            add(sent, sent, monotonic_ns(), code)
-            if code in (TIMEOUT, CONNECTION):
-                conn.abort(ConnectionError("reconnect"))
-                try:
-                    conn = conns[index] = await HttpConnection.open(host, port)
-                except OSError:
-                    await asyncio.sleep(0.05)
+            await asyncio.sleep(WATCHDOG_PERIOD_S)
+            now = monotonic_ns()
+            for conn in list(self.conns):
+                if conn.busy and now - conn.sent_ns > self.timeout_ns:
+                    conn.busy = False
+                    self.record(conn.scheduled_ns, conn.sent_ns, now, TIMEOUT)
+                    conn.abort()  # connection_lost follows: the connection leaves the pool and is replaced
 
-    guard = asyncio.ensure_future(_watchdog(conns, int(settings.request_timeout_s * 1e9), stop))
-    try:
-        await asyncio.wait_for(asyncio.gather(*(worker(i) for i in range(settings.concurrency))),
-                               timeout=settings.warmup_s + settings.duration_s + settings.request_timeout_s + DRAIN_GRACE_S)
-    finally:
-        stop.set()
-        guard.cancel()
-        for conn in conns:
-            if conn.transport is not None:
-                conn.transport.close()
-    return _finish(rec, t0, warm_end, end, cpu0, wall0)
+    def stability_check(self, k: int) -> None:
+        """At the end of measured window `k` (1-based): stop early when the stability rule holds."""
+        from tasks.loadgen.measurement import window_counts, window_stable
 
-
-def arrival_schedule_ns(settings: LoadSettings, arrival: str) -> np.ndarray:
-    """Send times (ns from start) for the warm-up plus measured time; Poisson gaps are seeded."""
-    total_s = settings.warmup_s + settings.duration_s
-    count = int(total_s * settings.load * 1.2) + 16
-    if arrival == "poisson":
-        gaps = np.random.default_rng(settings.seed).exponential(1.0 / settings.load, count)
-    else:
-        gaps = np.full(count, 1.0 / settings.load)
-    times = np.cumsum(gaps) - gaps[0]
-    return (times[times < total_s] * 1e9).astype(np.int64)
-
-
-async def open_loop(host: str, port: int, codec: Codec, settings: LoadSettings, arrival: str = "constant",
-                    max_connections: int = 1024) -> Recording:
-    """Send on schedule over a pool of connections; a send that finds no idle connection opens one."""
-    request = codec.request_bytes()
-    rec = _Recorder()
-    schedule = arrival_schedule_ns(settings, arrival)
-    idle: list[HttpConnection] = [await HttpConnection.open(host, port) for _ in range(min(16, max_connections))]
-    conns = list(idle)
-    stop = asyncio.Event()
-    t0 = time.monotonic_ns()
-    warm_end = t0 + int(settings.warmup_s * 1e9)
-    end = warm_end + int(settings.duration_s * 1e9)
-    cpu0, wall0 = time.process_time(), time.monotonic()
-    pending: set[asyncio.Task] = set()
-    check = codec.check
-
-    async def one(scheduled: int) -> None:
-        if idle:
-            conn = idle.pop()
-        elif len(conns) < max_connections:
-            try:
-                conn = await HttpConnection.open(host, port)
-            except OSError:
-                rec.add(scheduled, time.monotonic_ns(), time.monotonic_ns(), CONNECTION)
-                return
-            conns.append(conn)
-        else:  # every connection busy: the send waits, and its latency still counts from `scheduled`
-            while not idle:
-                await asyncio.sleep(0)
-            conn = idle.pop()
-        sent = time.monotonic_ns()
-        try:
-            status, body = await conn.request(request, sent)
-            code = check(status, body)
-        except TimeoutError:
-            code = TIMEOUT
-        except (ConnectionError, OSError):
-            code = CONNECTION
-        rec.add(scheduled, sent, time.monotonic_ns(), code)
-        if conn.transport is not None and conn.waiter is None:
-            idle.append(conn)
+        if self.end <= self.warm_end + k * self.window_ns - 1:
+            return
+        counts = window_counts(np.array(self.done, dtype=np.int64), np.array(self.codes, dtype=np.int8),
+                               self.warm_end, self.window_ns, k)
+        if k >= self.settings.min_windows and window_stable(counts / self.settings.window_s,
+                                                             self.settings.stability_pct):
+            self.end = self.warm_end + k * self.window_ns
+            self.stopped_early = True
+            self.on_stop()
         else:
-            conns.remove(conn)
+            self._schedule_window(k + 1)
 
-    guard = asyncio.ensure_future(_watchdog(conns, int(settings.request_timeout_s * 1e9), stop))
-    try:
-        for offset in schedule:
-            due = t0 + int(offset)
-            delay = due - time.monotonic_ns()
-            if delay > 0:
-                await asyncio.sleep(delay / 1e9)
-            task = asyncio.ensure_future(one(due))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-        if pending:
-            await asyncio.wait(pending, timeout=settings.request_timeout_s + DRAIN_GRACE_S)
-    finally:
-        stop.set()
-        guard.cancel()
-        for task in pending:
-            task.cancel()
+    def _schedule_window(self, k: int) -> None:
+        boundary = self.warm_end + k * self.window_ns
+        if boundary > self.end:
+            return
+        loop = asyncio.get_running_loop()
+        loop.call_later(max(0.0, (boundary - monotonic_ns()) / NS) + 0.002, self.stability_check, k)
+
+    def on_stop(self) -> None:
+        """The measured time was cut short; subclasses stop issuing."""
+
+    def finish_if_idle(self) -> None:
+        if self.finished is not None and not self.finished.done() and not any(c.busy for c in self.conns):
+            self.finished.set_result(None)
+
+    def recording(self, cpu0: float, wall0: float) -> Recording:
+        def rel(a: array) -> np.ndarray:
+            return np.frombuffer(a, dtype=np.int64) - self.t0
+
+        wall = time.monotonic() - wall0
+        cpu = time.process_time() - cpu0
+        return Recording(
+            t0_ns=self.t0, warmup_end_ns=self.warm_end - self.t0, end_ns=self.end - self.t0,
+            scheduled_ns=rel(self.scheduled), sent_ns=rel(self.sent), done_ns=rel(self.done),
+            codes=np.frombuffer(self.codes, dtype=np.int8).copy(),
+            generator_cpu_s=cpu, wall_s=wall, worker_cpu_pct=(100.0 * cpu / wall if wall > 0 else 0.0,),
+            stopped_early=self.stopped_early,
+        )
+
+    def close_all(self) -> None:
+        """Close every connection; a request still in flight at the load point's bound counts as a timeout."""
+        conns, self.conns = self.conns, []
+        now = monotonic_ns()
         for conn in conns:
-            if conn.transport is not None:
-                conn.transport.close()
-    return _finish(rec, t0, warm_end, end, cpu0, wall0)
+            if conn.busy:
+                conn.busy = False
+                self.record(conn.scheduled_ns, conn.sent_ns, now, TIMEOUT)
+            conn.close()
 
 
-def _finish(rec: _Recorder, t0: int, warm_end: int, end: int, cpu0: float, wall0: float) -> Recording:
-    def rel(a: array) -> np.ndarray:
-        return np.frombuffer(a, dtype=np.int64) - t0
+class _ClosedLoop(_Driver):
+    def on_response(self, conn: HttpConnection, status: int, body: bytes) -> None:
+        done = monotonic_ns()
+        sent = conn.sent_ns
+        self.sent.append(sent)
+        self.done.append(done)
+        self.codes.append(self.check(status, body))
+        if done < self.end:
+            conn.send(self.request, 0)
+        elif self.finished is not None:
+            self.finish_if_idle()
 
-    return Recording(
-        t0_ns=0, warmup_end_ns=warm_end - t0, end_ns=end - t0,
-        scheduled_ns=rel(rec.scheduled), sent_ns=rel(rec.sent), done_ns=rel(rec.done),
-        codes=np.frombuffer(rec.codes, dtype=np.int8).copy(),
-        generator_cpu_s=time.process_time() - cpu0, wall_s=time.monotonic() - wall0,
-    )
+    def replace(self, conn: HttpConnection) -> None:
+        if monotonic_ns() < self.end:
+            asyncio.get_running_loop().create_task(self._reconnect())
+        else:
+            self.finish_if_idle()
+
+    async def _reconnect(self) -> None:
+        while monotonic_ns() < self.end:
+            try:
+                conn = await HttpConnection.open(self.host, self.port, self)
+            except OSError:
+                await asyncio.sleep(RECONNECT_PAUSE_S)
+                continue
+            self.conns.append(conn)
+            conn.send(self.request, 0)
+            return
+        self.finish_if_idle()
+
+    def record(self, scheduled: int, sent: int, done: int, code: int) -> None:
+        self.sent.append(sent)  # closed loop: scheduled == sent, filled in at the end
+        self.done.append(done)
+        self.codes.append(code)
+
+    def recording(self, cpu0: float, wall0: float) -> Recording:
+        self.scheduled = self.sent
+        return super().recording(cpu0, wall0)
+
+
+async def closed_loop(host: str, port: int, codec: Codec, settings: LoadSettings, *,
+                      start_ns: StartAt = None, concurrency: int | None = None) -> Recording:
+    """`concurrency` (default: the settings') connections, each with one request always in flight."""
+    n_conns = concurrency or settings.concurrency
+    driver = _ClosedLoop(host, port, codec, settings, 0)
+    driver.conns = [await HttpConnection.open(host, port, driver) for _ in range(n_conns)]
+    _start_clock(driver, await _wait_until(start_ns))
+    loop = asyncio.get_running_loop()
+    driver.finished = loop.create_future()
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    guard = loop.create_task(driver.watchdog())
+    if settings.stop_when_stable:
+        driver._schedule_window(1)
+    try:
+        for conn in list(driver.conns):
+            conn.send(driver.request, 0)
+        bound_s = (driver.end - monotonic_ns()) / NS + settings.request_timeout_s + DRAIN_GRACE_S
+        try:
+            await asyncio.wait_for(asyncio.shield(driver.finished), timeout=bound_s)
+        except TimeoutError:
+            pass  # bounded: whatever is still in flight is left out (the watchdog counted the timeouts)
+    finally:
+        guard.cancel()
+        driver.close_all()
+    return driver.recording(cpu0, wall0)
+
+
+class _OpenLoop(_Driver):
+    def __init__(self, host: str, port: int, codec: Codec, settings: LoadSettings, start_ns: int,
+                 schedule_ns: np.ndarray) -> None:
+        super().__init__(host, port, codec, settings, start_ns)
+        self.offsets = schedule_ns.tolist()
+        self.next_index = 0
+        self.idle: list[HttpConnection] = []
+        self.backlog: collections.deque[int] = collections.deque()
+        self.opening = 0
+        self.max_connections = settings.max_connections
+        self.timer: asyncio.TimerHandle | None = None
+
+    def tick(self) -> None:
+        """Issue every request that is due, then sleep until the next one is."""
+        loop = asyncio.get_running_loop()
+        now = monotonic_ns()
+        offsets, t0, i, n = self.offsets, self.t0, self.next_index, len(self.offsets)
+        end_offset = self.end - t0
+        idle, backlog, request = self.idle, self.backlog, self.request
+        while i < n:
+            offset = offsets[i]
+            if offset >= end_offset:
+                i = n
+                break
+            due = t0 + offset
+            if due > now:
+                break
+            if idle:
+                idle.pop().send(request, due)
+            else:
+                backlog.append(due)
+            i += 1
+        self.next_index = i
+        if backlog and len(self.conns) + self.opening < self.max_connections:
+            for _ in range(min(len(backlog), self.max_connections - len(self.conns) - self.opening)):
+                self.opening += 1
+                loop.create_task(self._grow())
+        if i < n:
+            self.timer = loop.call_later((t0 + offsets[i] - monotonic_ns()) / NS, self.tick)
+        else:
+            self.timer = None
+            self.finish_if_idle()
+
+    async def _grow(self) -> None:
+        try:
+            conn = await HttpConnection.open(self.host, self.port, self)
+        except OSError:
+            return
+        finally:
+            self.opening -= 1
+        self.conns.append(conn)
+        self._next(conn)
+
+    def _next(self, conn: HttpConnection) -> None:
+        if self.backlog:
+            conn.send(self.request, self.backlog.popleft())
+        else:
+            self.idle.append(conn)
+
+    def on_response(self, conn: HttpConnection, status: int, body: bytes) -> None:
+        done = monotonic_ns()
+        self.scheduled.append(conn.scheduled_ns)
+        self.sent.append(conn.sent_ns)
+        self.done.append(done)
+        self.codes.append(self.check(status, body))
+        if self.backlog:
+            conn.send(self.request, self.backlog.popleft())
+        else:
+            self.idle.append(conn)
+            if self.timer is None:
+                self.finish_if_idle()
+
+    def replace(self, conn: HttpConnection) -> None:
+        if conn in self.idle:
+            self.idle.remove(conn)
+        if self.backlog and len(self.conns) + self.opening < self.max_connections:
+            self.opening += 1
+            asyncio.get_running_loop().create_task(self._grow())
+        elif self.timer is None:
+            self.finish_if_idle()
+
+    def on_stop(self) -> None:
+        self.next_index = len(self.offsets)
+
+    def finish_if_idle(self) -> None:
+        if not self.backlog and self.next_index >= len(self.offsets):
+            super().finish_if_idle()
+
+
+def arrival_schedule_ns(settings: LoadSettings, arrival: str | None = None, *, seed: int | None = None,
+                        stride: int = 1, offset: int = 0) -> np.ndarray:
+    """Send times (ns from start) over the warm-up plus measured time.
+
+    Constant: every `stride`-th slot from `offset` of the stream at `settings.load` (so N workers with
+    stride N and offsets 0..N-1 together send exactly the single stream). Poisson: gaps of a stream at
+    `settings.load / stride` drawn from `seed` (N such streams add up to a Poisson stream at the full rate).
+    """
+    arrival = arrival or settings.arrival
+    total_s = settings.warmup_s + settings.duration_s
+    if arrival == "poisson":
+        rate = settings.load / stride
+        count = int(total_s * rate * 1.2) + 64
+        gaps = np.random.default_rng(settings.seed if seed is None else seed).exponential(1.0 / rate, count)
+        times_ns = np.round((np.cumsum(gaps) - gaps[0]) * NS)
+    else:
+        slots = np.arange(offset, int(total_s * settings.load) + 1, stride, dtype=np.float64)
+        times_ns = np.round(slots * NS / settings.load)
+    return times_ns[times_ns < total_s * NS].astype(np.int64)
+
+
+async def open_loop(host: str, port: int, codec: Codec, settings: LoadSettings, arrival: str | None = None, *,
+                    start_ns: StartAt = None, schedule_ns: np.ndarray | None = None) -> Recording:
+    """Send on schedule over a pool of at most `settings.max_connections` connections."""
+    schedule = arrival_schedule_ns(settings, arrival) if schedule_ns is None else schedule_ns
+    driver = _OpenLoop(host, port, codec, settings, 0, schedule)
+    for _ in range(min(OPEN_LOOP_INITIAL_CONNECTIONS, settings.max_connections)):
+        conn = await HttpConnection.open(host, port, driver)
+        driver.conns.append(conn)
+        driver.idle.append(conn)
+    _start_clock(driver, await _wait_until(start_ns))
+    loop = asyncio.get_running_loop()
+    driver.finished = loop.create_future()
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    guard = loop.create_task(driver.watchdog())
+    if settings.stop_when_stable:
+        driver._schedule_window(1)
+    try:
+        driver.tick()
+        bound_s = (driver.end - monotonic_ns()) / NS + settings.request_timeout_s + DRAIN_GRACE_S
+        try:
+            await asyncio.wait_for(asyncio.shield(driver.finished), timeout=bound_s)
+        except TimeoutError:
+            pass
+    finally:
+        if driver.timer is not None:
+            driver.timer.cancel()
+        guard.cancel()
+        now = monotonic_ns()
+        end_offset = driver.end - driver.t0
+        unsent = [driver.t0 + o for o in driver.offsets[driver.next_index:] if o < end_offset]
+        for due in [*driver.backlog, *unsent]:  # scheduled, never sent within the bound: counted, not dropped
+            driver.record(due, now, now, NOT_SENT)
+        driver.backlog.clear()
+        driver.close_all()
+    return driver.recording(cpu0, wall0)
+
+
+async def _wait_until(start: StartAt) -> int | None:
+    """Wait for the common start: an absolute CLOCK_MONOTONIC ns, or a barrier that returns one."""
+    start_ns = await start() if callable(start) else start
+    if start_ns is not None:
+        delay = (start_ns - monotonic_ns()) / NS
+        if delay > 0:
+            await asyncio.sleep(delay)
+    return start_ns
+
+
+def _start_clock(driver: _Driver, start_ns: int | None) -> None:
+    t0 = start_ns if start_ns is not None else monotonic_ns()
+    shift = t0 - driver.t0
+    driver.t0, driver.warm_end, driver.end = t0, driver.warm_end + shift, driver.end + shift

@@ -1,36 +1,59 @@
 """A lean HTTP/1.1 keep-alive client for the hot path, on asyncio.Protocol (uvloop when installed).
 
 General clients (aiohttp) spend most of a small request's CPU on machinery the load generator does not
-need. This one sends pre-encoded request bytes and parses just the status line, Content-Length or chunked
-framing of the response; one request in flight per connection.
+need. This one writes pre-encoded request bytes and parses just the status line and the Content-Length or
+chunked framing of the response; one request in flight per connection. It creates no Future per request:
+`data_received` hands the finished response to its driver's `on_response`, which records it and may write
+the next request on the same connection straight away.
+
+The fast path is the common case of a whole response in one read with a Content-Length header; partial
+reads and chunked bodies go through a buffered slow path.
 """
 
 from __future__ import annotations
 
 import asyncio
+from time import monotonic_ns
+from typing import Protocol
 
 HEADER_END = b"\r\n\r\n"
+_CL_VARIANTS = (b"\nContent-Length:", b"\ncontent-length:")
 
 
 class ConnectionClosed(ConnectionError):
     pass
 
 
+class Driver(Protocol):
+    """What a connection calls back: the engine's closed- or open-loop driver."""
+
+    def on_response(self, conn: HttpConnection, status: int, body: bytes) -> None: ...
+
+    def on_lost(self, conn: HttpConnection, exc: BaseException | None) -> None: ...
+
+
 class HttpConnection(asyncio.Protocol):
-    def __init__(self) -> None:
+    """One keep-alive connection. `busy` while a request is in flight; `scheduled_ns`/`sent_ns` belong to it."""
+
+    __slots__ = ("driver", "transport", "busy", "scheduled_ns", "sent_ns", "_buf", "_body_start", "_length",
+                 "_chunked", "_status")
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
         self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
-        self.waiter: asyncio.Future | None = None
-        self.sent_ns = 0  # when the request in flight was written (for the timeout watchdog)
-        self._status = 0
+        self.busy = False
+        self.scheduled_ns = 0
+        self.sent_ns = 0
+        self._buf = bytearray()
         self._body_start = -1
         self._length = -1
         self._chunked = False
+        self._status = 0
 
     @classmethod
-    async def open(cls, host: str, port: int) -> HttpConnection:
+    async def open(cls, host: str, port: int, driver: Driver) -> HttpConnection:
         loop = asyncio.get_running_loop()
-        _, proto = await loop.create_connection(cls, host, port)
+        _, proto = await loop.create_connection(lambda: cls(driver), host, port)
         return proto
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -38,75 +61,95 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        self._fail(exc or ConnectionClosed("server closed the connection"))
+        self.driver.on_lost(self, exc)
 
-    def _fail(self, exc: BaseException) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(exc)
-        self.waiter = None
+    def send(self, request: bytes, scheduled_ns: int) -> None:
+        """Write one whole request; the actual send time is taken here."""
+        self.scheduled_ns = scheduled_ns
+        self.busy = True
+        self.sent_ns = monotonic_ns()
+        self.transport.write(request)  # type: ignore[union-attr]
 
-    def abort(self, exc: BaseException) -> None:
-        self._fail(exc)
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
         if self.transport is not None:
             self.transport.abort()
 
-    def request(self, data: bytes, sent_ns: int) -> asyncio.Future:
-        if self.transport is None:
-            raise ConnectionClosed("connection is closed")
-        self.waiter = asyncio.get_running_loop().create_future()
-        self.sent_ns = sent_ns
-        self._status, self._body_start, self._length, self._chunked = 0, -1, -1, False
-        self.transport.write(data)
-        return self.waiter
-
     def data_received(self, data: bytes) -> None:
-        self.buf += data
-        if self.waiter is None:
-            return
+        if not self.busy:
+            return  # nothing asked for (a late reply after a timeout): the connection is being dropped
+        if not self._buf:
+            end = data.find(HEADER_END)
+            if end > 0:
+                pos = data.find(_CL_VARIANTS[0], 0, end)
+                if pos < 0:
+                    pos = data.find(_CL_VARIANTS[1], 0, end)
+                if pos >= 0:
+                    stop_line = data.find(b"\r", pos + 16, end + 1)
+                    stop = end + 4 + int(data[pos + 16:stop_line])
+                    if len(data) == stop:  # the whole response, nothing more: the fast path
+                        self.busy = False
+                        self.driver.on_response(self, int(data[9:12]), data[end + 4:])
+                        return
+        self._slow(data)
+
+    def _slow(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
         if self._body_start < 0:
-            end = self.buf.find(HEADER_END)
+            end = buf.find(HEADER_END)
             if end < 0:
                 return
-            head = bytes(self.buf[:end]).lower()
+            head = bytes(buf[:end]).lower()
             self._status = int(head[9:12])
             self._body_start = end + 4
             pos = head.find(b"\r\ncontent-length:")
             if pos >= 0:
                 stop = head.find(b"\r\n", pos + 2)
                 self._length = int(head[pos + 17: stop if stop > 0 else len(head)])
+                self._chunked = False
             else:
-                self._chunked = b"transfer-encoding: chunked" in head or b"transfer-encoding:chunked" in head
-                self._length = -1 if self._chunked else 0
+                self._chunked = b"chunked" in head and b"transfer-encoding" in head
+                self._length = 0
         if self._chunked:
             body = self._parse_chunked()
             if body is None:
                 return
         else:
             stop = self._body_start + self._length
-            if len(self.buf) < stop:
+            if len(buf) < stop:
                 return
-            body = bytes(self.buf[self._body_start:stop])
-            del self.buf[:stop]
-        waiter, self.waiter = self.waiter, None
-        if not waiter.done():
-            waiter.set_result((self._status, body))
+            body = bytes(buf[self._body_start:stop])
+            del buf[:stop]
+        status = self._status
+        self._body_start, self._length, self._chunked = -1, -1, False
+        if buf:  # bytes past the response we asked for: the framing is broken, keep-alive cannot go on
+            del buf[:]
+            self.busy = False
+            self.driver.on_response(self, 0, b"")
+            return
+        self.busy = False
+        self.driver.on_response(self, status, body)
 
     def _parse_chunked(self) -> bytes | None:
-        pos, parts = self._body_start, []
+        buf, pos, parts = self._buf, self._body_start, []
         while True:
-            line_end = self.buf.find(b"\r\n", pos)
+            line_end = buf.find(b"\r\n", pos)
             if line_end < 0:
                 return None
-            size = int(bytes(self.buf[pos:line_end]).split(b";")[0], 16)
+            size = int(bytes(buf[pos:line_end]).split(b";")[0], 16)
             if size == 0:
-                trailer_end = self.buf.find(b"\r\n", line_end + 2)
+                trailer_end = buf.find(HEADER_END[:2], line_end + 2)
                 if trailer_end < 0:
                     return None
-                del self.buf[:trailer_end + 2]
+                del buf[:trailer_end + 2]
                 return b"".join(parts)
-            if len(self.buf) < line_end + 2 + size + 2:
+            if len(buf) < line_end + 2 + size + 2:
                 return None
-            parts.append(bytes(self.buf[line_end + 2: line_end + 2 + size]))
+            parts.append(bytes(buf[line_end + 2: line_end + 2 + size]))
             pos = line_end + 2 + size + 2
 
 

@@ -1,4 +1,5 @@
-"""Resource sampling for the duration of a load point: the server's process tree (psutil) and the GPU (NVML)."""
+"""Resource sampling for the duration of a load point: the server's process tree (psutil) or its container
+(docker stats), and the GPU (NVML) where one exists. `sampler_for(handle)` picks by the launch handle."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ class ResourceSummary:
     samples: int
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in ("server_cpu_pct", "server_rss_mb", "gpu_util_pct", "gpu_mem_mb", "gpu_power_w")}
+        return {k: getattr(self, k) for k in RESOURCE_COLUMNS}
+
+
+RESOURCE_COLUMNS = ("server_cpu_pct", "server_rss_mb", "gpu_util_pct", "gpu_mem_mb", "gpu_power_w")
 
 
 class _Gpu:
@@ -106,3 +110,61 @@ class ProcessTreeSampler:
             gpu_util_pct=mean([g[0] for g in self._gpu]), gpu_mem_mb=max((g[1] for g in self._gpu), default=None),
             gpu_power_w=mean([g[2] for g in self._gpu]), samples=len(self._cpu),
         )
+
+
+class DockerStatsSampler(ProcessTreeSampler):
+    """Samples a container through the Docker stats stream (cgroup CPU and memory) plus NVML.
+
+    The stream yields about one reading per second; CPU % is computed as `docker stats` does (container CPU
+    time delta over system CPU time delta, times the online CPUs; 100 = one core).
+    """
+
+    def __init__(self, container_id: str, client=None, period_s: float = SAMPLE_PERIOD_S) -> None:
+        super().__init__(pid=0, period_s=period_s)
+        self.container_id = container_id
+        self._client = client
+
+    def _loop(self) -> None:
+        gpu = _Gpu()
+        try:
+            client = self._client
+            if client is None:
+                from tasks.serve.launchers.docker import docker_client
+
+                client = self._client = docker_client()
+            stream = client.api.stats(self.container_id, stream=True, decode=True)
+        except Exception:  # noqa: BLE001 - no engine or no container: no server figures (the cell still runs)
+            return
+        for stats in stream:
+            if self._stop.is_set():
+                break
+            cpu = container_cpu_pct(stats)
+            if cpu is not None:
+                self._cpu.append(cpu)
+            usage = (stats.get("memory_stats") or {}).get("usage")
+            if usage is not None:
+                self._rss.append(usage / 2**20)
+            reading = gpu.read()
+            if reading is not None:
+                self._gpu.append(reading)
+        if hasattr(stream, "close"):
+            stream.close()
+
+
+def container_cpu_pct(stats: dict) -> float | None:
+    """`docker stats`' CPU %: container CPU delta / system CPU delta x online CPUs x 100."""
+    cpu, pre = stats.get("cpu_stats") or {}, stats.get("precpu_stats") or {}
+    try:
+        cpu_delta = cpu["cpu_usage"]["total_usage"] - pre["cpu_usage"]["total_usage"]
+        system_delta = cpu["system_cpu_usage"] - pre["system_cpu_usage"]
+    except KeyError:
+        return None
+    online = cpu.get("online_cpus") or len(cpu["cpu_usage"].get("percpu_usage") or []) or 1
+    return 100.0 * cpu_delta / system_delta * online if system_delta > 0 else None
+
+
+def sampler_for(handle, client=None) -> ProcessTreeSampler:
+    """The sampler for a launched server: docker stats for a container, psutil for a process tree."""
+    if getattr(handle, "container_id", ""):
+        return DockerStatsSampler(handle.container_id, client=client)
+    return ProcessTreeSampler(handle.pid)

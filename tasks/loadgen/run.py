@@ -1,7 +1,14 @@
-"""Run one load point in a separate generator process (pinned to its own cores when the host allows).
+"""Run one load point in separate generator processes (pinned to their own cores when the host allows).
 
-The orchestrator calls `run_load_point`; it starts `python -m tasks.loadgen.run` so the generator has an
-interpreter, an event loop and CPU affinity of its own, and reads back the recording and its summary.
+The orchestrator calls `run_load_point`; it starts `settings.workers` processes of `python -m tasks.loadgen.run`
+so each generator has an interpreter, an event loop and CPU affinity of its own. Every worker opens its
+connections and reports ready; the parent then hands all of them the same start time (CLOCK_MONOTONIC is
+system-wide), so their recordings share t0 and merge by concatenation: the merged percentiles are exact,
+and each worker's HDR histogram adds up to the merged one bucket for bucket.
+
+Where the server has its own request counter (`counters`), the parent scrapes it at the start and end of the
+measured time and before/after the whole load point, so the server-side throughput is recorded next to the
+client's over the same window.
 """
 
 from __future__ import annotations
@@ -13,85 +20,230 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from tasks.errors import LoadTestError
-from tasks.loadgen.engine import Recording, closed_loop, open_loop
-from tasks.loadgen.measurement import Measurement, summarize
+from tasks.loadgen.engine import Recording, arrival_schedule_ns, closed_loop, open_loop
+from tasks.loadgen.measurement import Measurement, ServerCounts, summarize
 from tasks.loadgen.protocols import get_codec
-from tasks.loadgen.settings import LoadSettings
+from tasks.loadgen.protocols.base import OK
+from tasks.loadgen.settings import ARRIVALS, LoadSettings
 from tasks.serve.base import Endpoint
 from tasks.spec import ModelSpec, make_inputs
 
-ARRIVALS = ("constant", "poisson")
 PROCESS_GRACE_S = 60.0
+READY_TIMEOUT_S = 60.0  # workers must import, connect and report ready within this
+START_LEAD_NS = 50_000_000  # the common start is this far after the last worker reported ready
+REACHABLE_TIMEOUT_S = 2.0
 
 
-def check_reachable(endpoint: Endpoint, timeout_s: float = 2.0) -> None:
+def check_reachable(endpoint: Endpoint, timeout_s: float = REACHABLE_TIMEOUT_S) -> None:
     try:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s):
             return
     except OSError as exc:
-        raise LoadTestError(f"endpoint {endpoint.base_url} is unreachable ({exc}); no load was sent") from exc
+        raise LoadTestError(f"endpoint={endpoint.base_url}: must accept TCP connections before load starts "
+                            f"({exc}); no load was sent") from exc
 
 
-def run_load_point(endpoint: Endpoint, spec: ModelSpec, settings: LoadSettings, workdir: Path, *,
-                   arrival: str = "constant", cpus: tuple[int, ...] = ()) -> tuple[Measurement, Path]:
-    """Drive `endpoint` at one load point; return the summary and the path of the raw recording."""
-    if arrival not in ARRIVALS:
-        raise LoadTestError(f"arrival={arrival!r}: must be one of {list(ARRIVALS)}")
+def worker_share(settings: LoadSettings, index: int) -> dict:
+    """What worker `index` of `settings.workers` drives: its connections, or its rate, phase and seed."""
+    n = settings.workers
+    if settings.mode == "concurrency":
+        c = settings.concurrency
+        return {"concurrency": c // n + (1 if index < c % n else 0)}
+    # N interleaved constant streams (every N-th slot) make the one stream; N Poisson streams of rate/N with
+    # seeds seed+i make one Poisson stream of the full rate.
+    return {"seed": settings.seed + index, "stride": n, "offset": index}
+
+
+def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSettings, workdir: Path, *,
+                   arrival: str | None = None, cpus: tuple[int, ...] = (),
+                   counters: Callable[[], float] | None = None) -> tuple[Measurement, Path]:
+    """Drive `endpoint` at one load point; return the summary and the path of the merged raw recording.
+
+    `counters`, when given, returns the server's cumulative count of successful requests.
+    """
+    if arrival is not None:
+        if arrival not in ARRIVALS:
+            raise LoadTestError(f"arrival={arrival!r}: must be one of {list(ARRIVALS)}")
+        settings = replace(settings, arrival=arrival)
     check_reachable(endpoint)
     workdir.mkdir(parents=True, exist_ok=True)
     job = workdir / "job.json"
     job.write_text(json.dumps({
         "host": endpoint.host, "port": endpoint.port, "model_name": endpoint.model_name,
-        "protocol": endpoint.protocol, "spec": json.loads(spec.to_json()), "settings": settings.to_dict(),
-        "arrival": arrival,
+        "protocol": endpoint.protocol, "spec": json.loads(spec.to_json()) if spec else None,
+        "settings": settings.to_dict(),
     }))
     limit_s = settings.warmup_s + settings.duration_s + settings.request_timeout_s + PROCESS_GRACE_S
-    proc = subprocess.run(
-        [sys.executable, "-m", "tasks.loadgen.run", "--job", str(job), "--out", str(workdir)],
-        capture_output=True, text=True, timeout=limit_s,
-        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
-    )
-    if proc.returncode != 0:
-        raise LoadTestError(f"load generator failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    data = json.loads((workdir / "measurement.json").read_text())
-    data["window_throughput_rps"] = tuple(data["window_throughput_rps"])
-    return Measurement(**data), workdir / "recording.npz"
+    procs: list[subprocess.Popen] = []
+    scraper: _CounterScraper | None = None
+    try:
+        for index in range(settings.workers):
+            affinity = (cpus[index % len(cpus)],) if len(cpus) >= settings.workers > 1 else cpus
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "tasks.loadgen.run", "--job", str(job), "--out", str(workdir),
+                 "--worker", str(index)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(workdir / f"worker{index}.log", "wb"),
+                text=True, preexec_fn=(lambda a=affinity: os.sched_setaffinity(0, a)) if affinity else None,
+            ))
+        for index, proc in enumerate(procs):
+            _await_ready(proc, index, workdir)
+        start_ns = time.monotonic_ns() + START_LEAD_NS
+        if counters is not None:
+            scraper = _CounterScraper(counters, start_ns, settings)
+        for proc in procs:
+            proc.stdin.write(f"{start_ns}\n")
+            proc.stdin.close()
+        deadline = time.monotonic() + limit_s
+        for index, proc in enumerate(procs):
+            try:
+                code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired as exc:
+                raise LoadTestError(f"load generator worker {index}: ran past its bound of {limit_s:.0f} s") from exc
+            if code != 0:
+                raise LoadTestError(f"load generator worker {index} failed (exit {code}):\n"
+                                    f"{_tail(workdir / f'worker{index}.log')}")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if scraper is not None:
+            scraper.finish()
+    parts = [Recording.load(str(workdir / f"recording{i}.npz")) for i in range(settings.workers)]
+    recording = Recording.merge(parts)
+    recording.save(str(workdir / "recording.npz"))
+    server = scraper.counts(recording) if scraper is not None else None
+    latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
+    return summarize(recording, settings, latency_from=latency_from, server=server), workdir / "recording.npz"
+
+
+def _await_ready(proc: subprocess.Popen, index: int, workdir: Path) -> None:
+    result: list[str] = []
+    reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(READY_TIMEOUT_S)
+    if not result or result[0].strip() != "ready":
+        proc.kill()
+        proc.wait()
+        raise LoadTestError(f"load generator worker {index}: not ready within {READY_TIMEOUT_S:.0f} s:\n"
+                            f"{_tail(workdir / f'worker{index}.log')}")
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+class _CounterScraper:
+    """Scrapes a server counter before the start, at both ends of the measured time, and after the load point."""
+
+    def __init__(self, counters: Callable[[], float], start_ns: int, settings: LoadSettings) -> None:
+        self.counters, self.start_ns = counters, start_ns
+        self.samples: dict[str, tuple[int, float]] = {"before": self._scrape()}
+        self.window = (start_ns + int(settings.warmup_s * 1e9),
+                       start_ns + int((settings.warmup_s + settings.duration_s) * 1e9))
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _scrape(self) -> tuple[int, float]:
+        before = time.monotonic_ns()
+        value = float(self.counters())
+        return (before + time.monotonic_ns()) // 2, value
+
+    def _run(self) -> None:
+        for name, at_ns in zip(("window_start", "window_end"), self.window, strict=True):
+            if self.done.wait(max(0.0, (at_ns - time.monotonic_ns()) / 1e9)) and name == "window_start":
+                return  # the load point ended before its measured time began: no window
+            self.samples[name] = self._scrape()
+
+    def finish(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=10)
+        try:
+            self.samples["after"] = self._scrape()
+        except OSError:
+            pass
+
+    def counts(self, recording: Recording) -> ServerCounts | None:
+        s = self.samples
+        if not {"before", "window_start", "window_end", "after"} <= s.keys():
+            return None
+        w0, w1 = s["window_start"][0] - recording.t0_ns, s["window_end"][0] - recording.t0_ns
+        ok = recording.codes == OK
+        in_window = ok & (recording.done_ns >= w0) & (recording.done_ns < w1)
+        return ServerCounts(window_start_ns=w0, window_end_ns=w1,
+                            server_requests=s["window_end"][1] - s["window_start"][1],
+                            client_requests=int(in_window.sum()),
+                            server_requests_total=s["after"][1] - s["before"][1],
+                            client_requests_total=int(ok.sum()))
 
 
 def output_shapes(spec: ModelSpec, batch_size: int) -> dict[str, tuple[int, ...]]:
     return {t.name: (batch_size, *t.shape[1:]) for t in spec.outputs}
 
 
-def generate(job: dict) -> tuple[Recording, Measurement]:
-    spec = ModelSpec.from_dict(job["spec"])
-    settings = LoadSettings(**job["settings"])
-    codec = get_codec(job["protocol"])(job["host"], job["port"], job["model_name"],
-                                       make_inputs(spec, settings.batch_size), output_shapes(spec, settings.batch_size))
+def make_codec(job: dict, settings: LoadSettings):
+    """The job's codec, with the request encoded once for its (model, batch size)."""
+    spec = ModelSpec.from_dict(job["spec"]) if job.get("spec") else None
+    inputs = make_inputs(spec, settings.batch_size) if spec else {}
+    shapes = output_shapes(spec, settings.batch_size) if spec else {}
+    return get_codec(job["protocol"])(job["host"], job["port"], job["model_name"], inputs, shapes)
+
+
+def event_loop_runner() -> Callable:
     try:
         import uvloop
 
-        runner = uvloop.run
+        return uvloop.run
     except ImportError:  # uvloop is in the orchestrator requirements; plain asyncio still measures correctly
-        runner = asyncio.run
+        return asyncio.run
+
+
+def generate(job: dict, worker: int = 0, start_ns=None) -> Recording:
+    """Drive this worker's share of the job's load point and return its recording."""
+    settings = LoadSettings(**job["settings"])
+    codec = make_codec(job, settings)
+    share = worker_share(settings, worker)
+    runner = event_loop_runner()
     if settings.mode == "concurrency":
-        recording = runner(closed_loop(job["host"], job["port"], codec, settings))
-        return recording, summarize(recording, settings, latency_from="sent")
-    recording = runner(open_loop(job["host"], job["port"], codec, settings, arrival=job["arrival"]))
-    return recording, summarize(recording, settings, latency_from="scheduled")
+        return runner(closed_loop(job["host"], job["port"], codec, settings, start_ns=start_ns,
+                                  concurrency=share["concurrency"]))
+    schedule = arrival_schedule_ns(settings, seed=share["seed"], stride=share["stride"], offset=share["offset"])
+    return runner(open_loop(job["host"], job["port"], codec, settings, start_ns=start_ns, schedule_ns=schedule))
+
+
+async def _barrier() -> int:
+    """Tell the parent this worker is connected and wait for the common start time."""
+    print("ready", flush=True)
+    line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    return int(line)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--job", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--worker", type=int, default=0)
     args = parser.parse_args(argv)
-    recording, measurement = generate(json.loads(args.job.read_text()))
-    recording.save(str(args.out / "recording.npz"))
-    (args.out / "measurement.json").write_text(json.dumps(measurement.to_dict()))
+    recording = generate(json.loads(args.job.read_text()), args.worker, start_ns=_barrier)
+    recording.save(str(args.out / f"recording{args.worker}.npz"))
     return 0
+
+
+def summarize_file(path: Path, settings: LoadSettings) -> Measurement:
+    """The summary of a saved recording (e.g. to re-check a night's figures)."""
+    latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
+    return summarize(Recording.load(str(path)), settings, latency_from=latency_from)
 
 
 if __name__ == "__main__":

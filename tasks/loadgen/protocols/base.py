@@ -9,8 +9,9 @@ import numpy as np
 
 # Error kinds recorded per request (0 = ok). Kept small and fixed so recordings merge across processes.
 OK = 0
-ERROR_KINDS = {1: "http_status", 2: "bad_response", 3: "timeout", 4: "connection"}
-HTTP_STATUS, BAD_RESPONSE, TIMEOUT, CONNECTION = 1, 2, 3, 4
+# not_sent: an open-loop request that was due but found no connection before the load point's time bound.
+ERROR_KINDS = {1: "http_status", 2: "bad_response", 3: "timeout", 4: "connection", 5: "not_sent"}
+HTTP_STATUS, BAD_RESPONSE, TIMEOUT, CONNECTION, NOT_SENT = 1, 2, 3, 4, 5
 
 
 class Codec(ABC):

@@ -1,0 +1,210 @@
+"""Load generator units: settings and bad input, the HTTP parser, HDR bulk load and exact merges, sweeps."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tasks.config import RunConfig
+from tasks.errors import ConfigError, LoadTestError
+from tasks.loadgen import histogram
+from tasks.loadgen.engine import Recording, arrival_schedule_ns
+from tasks.loadgen.http import HttpConnection
+from tasks.loadgen.measurement import summarize, window_stable
+from tasks.loadgen.protocols.base import CONNECTION, HTTP_STATUS, OK, TIMEOUT
+from tasks.loadgen.run import check_reachable, run_load_point, worker_share
+from tasks.loadgen.settings import LoadSettings
+from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
+from tasks.serve.base import Endpoint
+from tasks.serve.session import free_port
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"mode": "concurrency", "load": 0}, "concurrency"),
+    ({"mode": "rate", "load": 0}, "rate"),
+    ({"duration_s": 2, "window_s": 3}, "window_s"),
+    ({"workers": 0}, "workers"),
+    ({"mode": "concurrency", "load": 2, "workers": 3}, "workers"),
+    ({"stop_when_stable": True, "duration_s": 4, "window_s": 2}, "min_windows"),
+    ({"arrival": "bursty"}, "arrival"),
+])
+def test_bad_settings_name_field_value_and_rule(kwargs, field):
+    with pytest.raises(ConfigError) as info:
+        LoadSettings(**kwargs)
+    assert info.value.field == field and "must" in info.value.rule
+
+
+def test_bad_run_config_before_load():
+    for params, field in (({"concurrencies": [0]}, "concurrencies"), ({"mode": "rate", "rates": [0]}, "rates"),
+                          ({"duration_s": 2, "window_s": 5}, "window_s")):
+        with pytest.raises(ConfigError) as info:
+            RunConfig.from_params(params)
+        assert info.value.field == field
+
+
+def test_unreachable_endpoint_fails_before_load(tmp_path):
+    endpoint = Endpoint("127.0.0.1", free_port(), "mlp", "kserve_v2_rest")
+    with pytest.raises(LoadTestError, match="endpoint=http://127.0.0.1:.*must accept TCP connections"):
+        check_reachable(endpoint)
+    with pytest.raises(LoadTestError, match="no load was sent"):
+        run_load_point(endpoint, None, LoadSettings(duration_s=1, window_s=1), tmp_path)
+    assert not list(tmp_path.glob("recording*"))
+
+
+class _Collect:
+    def __init__(self) -> None:
+        self.responses: list[tuple[int, bytes]] = []
+
+    def on_response(self, conn, status, body):
+        self.responses.append((status, body))
+        conn.busy = True  # expect the next response on the same connection
+
+    def on_lost(self, conn, exc):
+        pass
+
+
+def test_http_parser_fast_slow_and_chunked_paths():
+    driver = _Collect()
+    conn = HttpConnection(driver)
+    conn.busy = True
+    conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")  # whole response: fast path
+    conn.data_received(b"HTTP/1.1 503 Busy\r\ncontent-length: 5\r\n\r\nab")  # split body: slow path
+    conn.data_received(b"cde")
+    conn.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+    conn.data_received(b"2\r\nde\r\n0\r\n\r\n")
+    assert driver.responses == [(200, b"hi"), (503, b"abcde"), (200, b"abcde")]
+
+
+def test_hdr_bulk_load_equals_record_value_and_merges_exactly():
+    values = (np.random.default_rng(7).lognormal(7, 1.5, 20_000)).astype(np.int64) + 1
+    bulk = histogram.add_values(histogram.new_histogram(), values)
+    one_by_one = histogram.new_histogram()
+    for v in values[:20_000].tolist():
+        one_by_one.record_value(v)
+    assert histogram.same_counts(bulk, one_by_one)
+    assert (bulk.min_value, bulk.max_value) == (one_by_one.min_value, one_by_one.max_value)
+
+
+def _synthetic_recording(n: int, seed: int) -> Recording:
+    rng = np.random.default_rng(seed)
+    scheduled = np.sort(rng.integers(0, 4_000_000_000, n)).astype(np.int64)
+    sent = scheduled + rng.integers(0, 50_000, n)
+    done = sent + (rng.lognormal(13, 1.0, n)).astype(np.int64)
+    codes = np.where(rng.random(n) < 0.02, HTTP_STATUS, OK).astype(np.int8)
+    return Recording(0, 1_000_000_000, 4_000_000_000, scheduled, sent, done, codes, 1.0, 4.0, 1, (25.0,))
+
+
+_WORKER_SCRIPT = """
+import sys, numpy as np
+from tasks.loadgen import histogram
+from tasks.loadgen.engine import Recording
+from tasks.loadgen.measurement import latencies_ns
+rec = Recording.load(sys.argv[1])
+print(histogram.encode(histogram.histogram_from_ns(latencies_ns(rec, "scheduled"))))
+"""
+
+
+def test_multi_process_merge_equals_single_process(tmp_path):
+    """N recordings histogrammed in N separate processes merge into exactly the single-process result."""
+    whole = _synthetic_recording(30_000, seed=1)
+    settings = LoadSettings(mode="rate", load=10_000, duration_s=3, warmup_s=1, window_s=1)
+    single = summarize(whole, settings, latency_from="scheduled")
+    parts = []
+    for i, index in enumerate(np.array_split(np.random.default_rng(2).permutation(30_000), 3)):
+        index = np.sort(index)
+        part = Recording(0, whole.warmup_end_ns, whole.end_ns, whole.scheduled_ns[index], whole.sent_ns[index],
+                         whole.done_ns[index], whole.codes[index], 1 / 3, 4.0, 1, (25.0,))
+        part.save(str(tmp_path / f"part{i}.npz"))
+        parts.append(part)
+    encoded = [subprocess.run([sys.executable, "-c", _WORKER_SCRIPT, str(tmp_path / f"part{i}.npz")],
+                              capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+               for i in range(3)]
+    merged_hist = histogram.merge(encoded)
+    assert histogram.same_counts(merged_hist, histogram.decode(single.latency_hdr))
+    for q in (50, 90, 99, 99.9):
+        assert merged_hist.get_value_at_percentile(q) == histogram.decode(single.latency_hdr).get_value_at_percentile(q)
+    merged = summarize(Recording.merge(parts), settings, latency_from="scheduled")
+    for key in ("requests", "errors", "latency_ms_p50", "latency_ms_p99", "latency_ms_p999", "window_throughput_rps"):
+        assert getattr(merged, key) == getattr(single, key), key
+    assert merged.workers == 3 and merged.errors_by_kind == {"http_status": single.errors}
+
+
+def test_failed_requests_never_enter_percentiles():
+    rec = _synthetic_recording(10_000, seed=3)
+    rec.codes[::10] = TIMEOUT
+    rec.done_ns[::10] = rec.sent_ns[::10] + 10_000_000_000  # 10 s: would dominate p99 if counted
+    rec.codes[5::10] = CONNECTION
+    m = summarize(rec, LoadSettings(mode="rate", load=1000, duration_s=3, warmup_s=1, window_s=1), "scheduled")
+    assert m.latency_ms_max < 10_000 and m.timeouts > 0 and m.errors_by_kind["connection"] > 0
+    assert m.error_rate == pytest.approx(m.errors / m.requests) and m.error_rate > 0.2
+
+
+def test_schedules_are_seeded_split_exactly_and_bounded():
+    s = LoadSettings(mode="rate", load=1000, duration_s=2, warmup_s=1, window_s=1, arrival="constant", workers=4)
+    shares = [worker_share(s, i) for i in range(4)]
+    merged = np.sort(np.concatenate([arrival_schedule_ns(s, seed=w["seed"], stride=w["stride"], offset=w["offset"])
+                                     for w in shares]))
+    assert np.array_equal(merged, arrival_schedule_ns(replace(s, workers=1)))
+    poisson = replace(s, arrival="poisson", seed=11)
+    assert np.array_equal(arrival_schedule_ns(poisson), arrival_schedule_ns(poisson))
+    assert abs(len(arrival_schedule_ns(poisson)) - 3000) < 250 and arrival_schedule_ns(poisson).max() < 3e9
+    assert sum(worker_share(LoadSettings(load=7, workers=3), i)["concurrency"] for i in range(3)) == 7
+
+
+def test_stability_rule():
+    assert window_stable(np.array([50.0, 100, 101, 99]), 5)
+    assert not window_stable(np.array([100.0, 100, 120]), 5)
+    assert not window_stable(np.array([100.0, 100]), 50)
+
+
+def _fake_point(capacity_rps: float, base_ms: float = 1.0):
+    """A server model for sweep logic: throughput saturates at capacity, p99 explodes near it."""
+    from tasks.loadgen.measurement import Measurement
+
+    def run(settings: LoadSettings) -> Measurement:
+        offered = settings.load * 1000 / base_ms if settings.mode == "concurrency" else settings.load
+        rps = min(offered, capacity_rps)
+        p99 = base_ms / max(1e-3, 1 - rps / capacity_rps) if settings.mode == "rate" else base_ms * settings.load
+        return Measurement(1, 100, 0, 0.0, {}, 0, 0, rps, rps, p99, p99, p99, p99, p99, p99, p99, "sent", 3,
+                           (rps,) * 3, True, False, 0.0, 0, 0.0, 10.0, 5.0, False, 1, "")
+    return run
+
+
+def test_sweeps_follow_their_stop_rules():
+    base = LoadSettings(duration_s=1, window_s=1)
+    closed = concurrency_sweep(_fake_point(8000), base, max_concurrency=64)
+    assert [c for c, _ in closed.points] == [1, 2, 4, 8, 16] and closed.best_load == 8
+    bounded = concurrency_sweep(_fake_point(8000), base, concurrencies=[1, 2, 4, 8], p99_bound_ms=3)
+    assert [c for c, _ in bounded.points] == [1, 2, 4] and bounded.best_load == 2
+    rate = rate_sweep(_fake_point(1000), replace(base, mode="rate", load=1), start_rps=100, p99_bound_ms=10,
+                      resolution_pct=2, max_points=20)
+    assert 880 <= rate.best_load <= 900  # p99 <= 10 ms  <=>  rate <= 900
+    assert all(m.latency_ms_p99 <= 10 for r, m in rate.points if r <= rate.best_load)
+
+
+def test_open_loop_records_unsendable_requests(tmp_path):
+    """A server that accepts but never answers: every due request ends as timeout or not_sent, within bound."""
+    import socket
+    import time
+
+    from tasks.loadgen.engine import open_loop
+    from tasks.loadgen.protocols.http_get import HttpGet
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    try:
+        settings = LoadSettings(mode="rate", load=200, duration_s=1, warmup_s=0, window_s=1,
+                                request_timeout_s=0.3, max_connections=2)
+        started = time.monotonic()
+        rec = asyncio.run(open_loop("127.0.0.1", port, HttpGet("127.0.0.1", port, "x", {}, {}), settings))
+        assert time.monotonic() - started < 1 + 0.3 + 1.0 + 0.5
+    finally:
+        listener.close()
+    m = summarize(rec, settings, "scheduled")
+    assert m.requests == 200 and m.errors == 200 and m.latency_ms_p99 is None
+    assert set(m.errors_by_kind) <= {"timeout", "not_sent", "connection"} and m.errors_by_kind.get("not_sent", 0) > 0
