@@ -13,13 +13,23 @@ from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, get_current_context, setup, task, teardown
 
-from tasks.config import ARRIVALS, LAUNCHERS, MAX_BATCH_SIZE, MAX_READY_TIMEOUT_S, RunConfig, model_names, server_names
+from tasks.config import (
+    ARRIVALS,
+    LAUNCHERS,
+    MAX_BATCH_SIZE,
+    MAX_READY_TIMEOUT_S,
+    SSE_MODES,
+    RunConfig,
+    model_names,
+    server_names,
+)
 from tasks.convert import FORMATS
 from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MODES
+from tasks.publish import PUBLISHED_RUNS_ASSET
 from tasks.serve.base import DEVICES
 
 # A plain name, not an s3:// URI: an s3 URI makes Airflow load the Amazon provider (and boto3) at parse time.
-PUBLISHED_RUNS = Asset(name="serving_eval_published_runs")
+PUBLISHED_RUNS = Asset(name=PUBLISHED_RUNS_ASSET)
 HOST_POOL = "serving_eval_host"  # one slot per host that runs servers: one server session at a time
 D = RunConfig()  # the defaults, written once
 
@@ -82,8 +92,17 @@ def _connection(conn_id: str):
         "s3_bucket": Param(D.s3_bucket, type="string", minLength=3, maxLength=63, title="S3 bucket", section="Store"),
         "s3_prefix": Param(D.s3_prefix, type="string", title="S3 prefix", section="Store"),
         "aws_conn_id": Param(D.aws_conn_id, type="string", minLength=1, title="AWS connection id", section="Store"),
+        "s3_sse": Param(D.s3_sse, type="string", enum=list(SSE_MODES), title="Server-side encryption", section="Store"),
+        "s3_kms_key_id": Param(D.s3_kms_key_id, type=["null", "string"], title="KMS key id (with aws:kms)",
+                               section="Store"),
+        "share_artifacts": Param(D.share_artifacts, type="boolean",
+                                 title="Share converted artifacts through the store (artifacts/ prefix)",
+                                 section="Store"),
         "fail_on_cell_failure": Param(D.fail_on_cell_failure, type="boolean",
-                                      title="Fail the run when a cell failed (after publishing)", section="Store"),
+                                      title="Fail the run when a cell failed (after publishing)", section="Outcome"),
+        "fail_on_regression": Param(D.fail_on_regression, type="boolean",
+                                    title="Fail the run when a metric regressed against the history",
+                                    section="Outcome"),
     },
 )
 def nightly_serving_eval():
@@ -108,11 +127,15 @@ def nightly_serving_eval():
     def sessions(started: dict) -> list[dict]:
         return started["sessions"]
 
-    @task(retries=1, map_index_template="{{ task.op_kwargs['conversion']['model'] }}.{{ task.op_kwargs['conversion']['format'] }}")
-    def convert(conversion: dict) -> dict:
-        from tasks.pipeline import convert_step
+    @task(retries=1, map_index_template="{{ task.op_kwargs['conversion']['model'] }}."
+                                        "{{ task.op_kwargs['conversion']['format'] }}")
+    def convert(conversion: dict, started: dict) -> dict:
+        from tasks.config import RunConfig
+        from tasks.pipeline import convert_step, result_store
 
-        return convert_step(conversion)
+        config = RunConfig.from_params(started["config"])
+        conn = _connection(config.aws_conn_id)
+        return convert_step(conversion, conn=conn, store=result_store(config, conn) if config.share_artifacts else None)
 
     @task(pool=HOST_POOL, max_active_tis_per_dag=1, map_index_template="{{ task.op_kwargs['session']['session_id'] }}")
     def measure(session: dict, started: dict, converted: list[dict]) -> dict:
@@ -133,11 +156,18 @@ def nightly_serving_eval():
 
         return validate_step(started, collected, list(converted))
 
+    @task
+    def regressions(started: dict, collected: dict, converted: list[dict]) -> dict:
+        from tasks.pipeline import regress_step
+
+        return regress_step(started, collected, list(converted), _connection(started["config"]["aws_conn_id"]))
+
     @task(outlets=[PUBLISHED_RUNS])
-    def publish(started: dict, collected: dict, converted: list[dict], validation: dict) -> dict:
+    def publish(started: dict, collected: dict, converted: list[dict], validation: dict, regressed: dict) -> dict:
         from tasks.pipeline import publish_step
 
-        summary = publish_step(started, collected, list(converted), validation, _connection(started["config"]["aws_conn_id"]))
+        conn = _connection(started["config"]["aws_conn_id"])
+        summary = publish_step(started, collected, list(converted), validation, conn, regressed)
         get_current_context()["outlet_events"][PUBLISHED_RUNS].extra = summary
         return summary
 
@@ -157,10 +187,11 @@ def nightly_serving_eval():
 
     before = sweep_leftovers()
     started = start()
-    converted = convert.expand(conversion=conversions(started))
+    converted = convert.partial(started=started).expand(conversion=conversions(started))
     measured = measure.partial(started=started, converted=converted).expand(session=sessions(started))
     collected = collect(started, measured)
-    summary = publish(started, collected, converted, validate(started, collected, converted))
+    validation = validate(started, collected, converted)
+    summary = publish(started, collected, converted, validation, regressions(started, collected, converted))
     before >> started
     summary >> sweep_run_leftovers() << before
     check(summary)

@@ -16,6 +16,7 @@ from tasks.serve.base import DEVICES
 from tasks.spec import catalogue
 
 LAUNCHERS = ("process", "docker")
+SSE_MODES = ("AES256", "aws:kms")
 ARRIVALS = ("constant", "poisson")
 MAX_BATCH_SIZE = 1024
 MAX_READY_TIMEOUT_S = 1800
@@ -55,7 +56,11 @@ class RunConfig:
     s3_bucket: str = "serving-eval"
     s3_prefix: str = "serving-eval"
     aws_conn_id: str = "serving_eval_s3"
+    s3_sse: str = "AES256"
+    s3_kms_key_id: str | None = None
+    share_artifacts: bool = True
     fail_on_cell_failure: bool = True
+    fail_on_regression: bool = False
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RunConfig:
@@ -107,6 +112,9 @@ class RunConfig:
             raise ConfigError("ready_timeout_s", self.ready_timeout_s, f"must be > 0 and <= {MAX_READY_TIMEOUT_S}")
         if not self.s3_bucket:
             raise ConfigError("s3_bucket", self.s3_bucket, "must name a bucket")
+        one_of("s3_sse", SSE_MODES, many=False)
+        if self.s3_sse == "aws:kms" and not self.s3_kms_key_id:
+            raise ConfigError("s3_kms_key_id", self.s3_kms_key_id, "must name a KMS key when s3_sse is 'aws:kms'")
         if not self.aws_conn_id:
             raise ConfigError("aws_conn_id", self.aws_conn_id, "must name an Airflow connection")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tasks.config import RunConfig
@@ -32,18 +32,22 @@ class RunFailed(ServingEvalError):
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def run_dir(run_id: str) -> Path:
     return cache_root() / "runs" / safe_run_id(run_id)
 
 
+def result_store(config: RunConfig, conn: ConnectionFields) -> S3Store:
+    return S3Store(config.s3_bucket, config.s3_prefix, conn, sse=config.s3_sse, kms_key_id=config.s3_kms_key_id)
+
+
 def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionFields) -> dict:
     """Check the inputs and the store, expand the plan; nothing is converted or started yet."""
     config = RunConfig.from_params(params)
     plan = make_plan(config)
-    S3Store(config.s3_bucket, config.s3_prefix, conn).check()
+    result_store(config, conn).check()
     directory = run_dir(run_id)
     shutil.rmtree(directory, ignore_errors=True)  # a retry of this run id starts its folder afresh
     (directory / "logs").mkdir(parents=True)
@@ -85,7 +89,8 @@ def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
     for session in started["sessions"]:
         for cell in session["cells"]:
             if (cell["model"], cell["format"], cell["server"], cell["batch_size"], cell["load"]) not in seen:
-                rows.append(not_measured(run, cell, "failed", "the server session task failed before returning results"))
+                reason = "the server session task failed before returning results"
+                rows.append(not_measured(run, cell, "failed", reason))
     finished = now_iso()
     for row in rows:
         row["finished_at"] = finished
@@ -100,6 +105,26 @@ def validate_step(started: dict, collected: dict, conversions: list[dict]) -> di
     return validate_run(to_frame(collected["rows"]), parity, expected)
 
 
+def regress_step(started: dict, collected: dict, conversions: list[dict], conn: ConnectionFields) -> dict:
+    """Compare tonight's figures with the history in the store (same cell key, same host)."""
+    from tasks.history import read_parity_history, read_runs
+    from tasks.regress import detect_parity_regressions, detect_regressions
+
+    config = RunConfig.from_params(started["config"])
+    run = started["run"]
+    store = result_store(config, conn)
+    history = read_runs(store, exclude_run_id=run["run_id"])
+    history_rows = history.astype(object).where(history.notna(), None).to_dict("records")
+    records = detect_regressions(collected["rows"], history_rows)
+    parity_now = [c["parity"] for c in conversions if c and c.get("parity")]
+    records += detect_parity_regressions(parity_now, read_parity_history(store, exclude_run_id=run["run_id"]),
+                                         run["host"])
+    regressions = [r for r in records if r["verdict"] == "regression"]
+    return {"schema_version": SCHEMA_VERSION, "history_runs": int(history["run_id"].nunique()) if len(history) else 0,
+            "regressions": len(regressions), "improvements": sum(r["verdict"] == "improvement" for r in records),
+            "records": records}
+
+
 def run_status(collected: dict, validation: dict) -> str:
     if not validation["success"]:
         return "failed"
@@ -107,7 +132,7 @@ def run_status(collected: dict, validation: dict) -> str:
 
 
 def publish_step(started: dict, collected: dict, conversions: list[dict], validation: dict,
-                 conn: ConnectionFields) -> dict:
+                 conn: ConnectionFields, regressions: dict | None = None) -> dict:
     """Write the run folder to the store (manifest last, latest after) and return a short summary."""
     config = RunConfig.from_params(started["config"])
     run = started["run"]
@@ -117,6 +142,7 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
         "results.csv": to_csv_bytes(frame),
         "parity.json": _json([c["parity"] for c in conversions if c and c.get("parity")]),
         "validation.json": _json(validation),
+        "regressions.json": _json(regressions or {"schema_version": SCHEMA_VERSION, "regressions": 0, "records": []}),
         "logs/sessions.json": _json(collected["timelines"]),
         "logs/conversions.json": _json(conversions),
         "plan.json": _json({k: started[k] for k in ("config", "conversions", "sessions")}),
@@ -124,7 +150,7 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     for log in sorted((Path(run["run_dir"]) / "logs").glob("*.log")):
         files[f"logs/{log.name}"] = log.read_bytes()
     status = run_status(collected, validation)
-    store = S3Store(config.s3_bucket, config.s3_prefix, conn)
+    store = result_store(config, conn)
     manifest = publish_run(store, run_id=run["run_id"], logical_date=run["logical_date"], files=files, status=status,
                            provenance={**run["code"], "host": run["host"], "config": config.to_dict()})
     rows = collected["rows"]
@@ -134,7 +160,11 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
         "cells": len(rows), "failed": sum(r["status"] == "failed" for r in rows),
         "skipped": sum(r["status"] == "skipped" for r in rows),
         "validation_success": validation["success"], "failed_expectations": validation["failed_expectations"],
-        "fail_on_cell_failure": config.fail_on_cell_failure,
+        "fail_on_cell_failure": config.fail_on_cell_failure, "fail_on_regression": config.fail_on_regression,
+        "regressions": [{k: r[k] for k in ("model", "format", "server", "load", "metric", "change_pct") if k in r}
+                        for r in (regressions or {}).get("records", []) if r["verdict"] == "regression"],
+        "aws_conn_id": config.aws_conn_id, "s3_prefix": config.s3_prefix, "run_id": run["run_id"],
+        "logical_date": run["logical_date"],
     }
 
 
@@ -144,7 +174,11 @@ def check_outcome(summary: dict) -> dict:
         raise RunFailed(f"run published to {summary['manifest']} failed validation: {summary['failed_expectations']}")
     if summary["failed"] and summary["fail_on_cell_failure"]:
         raise RunFailed(f"{summary['failed']} of {summary['cells']} cells failed (published as partial to "
-                        f"{summary['manifest']}); see the `reason` column. Param fail_on_cell_failure=false turns this off.")
+                        f"{summary['manifest']}); see the `reason` column. "
+                        "Param fail_on_cell_failure=false turns this off.")
+    if summary.get("regressions") and summary.get("fail_on_regression"):
+        raise RunFailed(f"{len(summary['regressions'])} regressions against the history (see regressions.json next to "
+                        f"{summary['manifest']}): {summary['regressions'][:5]}")
     return summary
 
 

@@ -6,16 +6,15 @@ manifest does not list. `latest.json` only moves forward: a backfill never repla
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import mimetypes
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from tasks.results import SCHEMA_VERSION
 from tasks.store import S3Store
 
 RUN_STATUSES = ("complete", "partial", "failed")
+PUBLISHED_RUNS_ASSET = "serving_eval_published_runs"  # the Airflow Asset whose events carry each run's location
 MANIFEST = "manifest.json"
 LATEST = "latest.json"
 
@@ -36,20 +35,18 @@ def publish_run(store: S3Store, *, run_id: str, logical_date: str, files: dict[s
     prefix = run_prefix(store, logical_date, run_id)
     objects = []
     for name, data in sorted(files.items()):
-        digest = hashlib.sha256(data).digest()
         content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        store.put(f"{prefix}/{name}", data, base64.b64encode(digest).decode(), content_type)
-        objects.append({"key": f"{prefix}/{name}", "name": name, "size_bytes": len(data), "sha256": digest.hex()})
+        sha256 = store.put_bytes(f"{prefix}/{name}", data, content_type)
+        objects.append({"key": f"{prefix}/{name}", "name": name, "size_bytes": len(data), "sha256": sha256})
     manifest = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "logical_date": logical_date, "status": status,
-        "published_at": datetime.now(timezone.utc).isoformat(), "prefix": prefix, "objects": objects,
+        "published_at": datetime.now(UTC).isoformat(), "prefix": prefix, "objects": objects,
         "provenance": provenance,
     }
     listed = {o["key"] for o in objects} | {f"{prefix}/{MANIFEST}"}
     stale = [k for k in store.list_keys(prefix + "/") if k not in listed]
     store.delete(stale)  # left by an earlier attempt of this run id
-    body = json.dumps(manifest, indent=2, sort_keys=True).encode()
-    store.put(f"{prefix}/{MANIFEST}", body, base64.b64encode(hashlib.sha256(body).digest()).decode(), "application/json")
+    store.put_bytes(f"{prefix}/{MANIFEST}", json.dumps(manifest, indent=2, sort_keys=True).encode(), "application/json")
     _advance_latest(store, manifest)
     return manifest
 
@@ -62,5 +59,4 @@ def _advance_latest(store: S3Store, manifest: dict) -> None:
         current = store.get_json(key)
         if (current.get("logical_date", ""), current.get("run_id", "")) > (pointer["logical_date"], pointer["run_id"]):
             return  # a backfill of an older date never replaces a newer latest
-    body = json.dumps(pointer, indent=2).encode()
-    store.put(key, body, base64.b64encode(hashlib.sha256(body).digest()).decode(), "application/json")
+    store.put_bytes(key, json.dumps(pointer, indent=2).encode(), "application/json")

@@ -15,6 +15,7 @@ from typing import Any
 from tasks.errors import StoreError
 
 RETRY_MAX_ATTEMPTS = 8  # botocore's standard mode: exponential backoff with jitter
+CHECK_MAX_ATTEMPTS = 2
 CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 60
 
@@ -55,27 +56,37 @@ class S3Store:
     @property
     def client(self):
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            extra = self.conn.extra
-            self._client = boto3.client(
-                "s3",
-                endpoint_url=extra.get("endpoint_url") or (extra.get("service_config", {}).get("s3", {}) or {}).get("endpoint_url"),
-                region_name=extra.get("region_name", "us-east-1"),
-                aws_access_key_id=self.conn.login or extra.get("aws_access_key_id"),
-                aws_secret_access_key=self.conn.password or extra.get("aws_secret_access_key"),
-                aws_session_token=extra.get("aws_session_token"),
-                config=Config(retries={"max_attempts": RETRY_MAX_ATTEMPTS, "mode": "standard"},
-                              connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S),
-            )
+            self._client = self.make_client(RETRY_MAX_ATTEMPTS)
         return self._client
+
+    def make_client(self, max_attempts: int):
+        """A boto3 S3 client for this connection; botocore's standard retries (backoff with jitter)."""
+        import boto3
+        from botocore.config import Config
+
+        extra = self.conn.extra
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=extra.get("region_name", "us-east-1"),
+            aws_access_key_id=self.conn.login or extra.get("aws_access_key_id"),
+            aws_secret_access_key=self.conn.password or extra.get("aws_secret_access_key"),
+            aws_session_token=extra.get("aws_session_token"),
+            config=Config(retries={"max_attempts": max_attempts, "mode": "standard"},
+                          connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S),
+        )
+
+    @property
+    def endpoint_url(self) -> str | None:
+        """`endpoint_url` of the connection's extra (also under service_config.s3, as Airflow allows)."""
+        extra = self.conn.extra
+        return extra.get("endpoint_url") or ((extra.get("service_config") or {}).get("s3") or {}).get("endpoint_url")
 
     def key(self, *parts: str) -> str:
         return "/".join(p.strip("/") for p in (self.prefix, *parts) if p)
 
     def describe(self) -> str:
-        endpoint = self.conn.extra.get("endpoint_url") or "AWS"
+        endpoint = self.endpoint_url or "AWS"
         return f"s3://{self.bucket}/{self.prefix} via connection {self.conn.conn_id!r} ({endpoint})"
 
     def check(self) -> None:
@@ -83,7 +94,8 @@ class S3Store:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            self.client.head_bucket(Bucket=self.bucket)
+            # Few retries: a typo in the bucket or endpoint should fail the plan step in seconds.
+            self.make_client(CHECK_MAX_ATTEMPTS).head_bucket(Bucket=self.bucket)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("404", "NoSuchBucket", "NotFound"):
@@ -94,7 +106,8 @@ class S3Store:
                 rule = f"S3 answered {code}: {exc}"
             raise StoreError(f"result store {self.describe()}: {rule} (Params s3_bucket, aws_conn_id)") from exc
         except BotoCoreError as exc:
-            raise StoreError(f"result store {self.describe()}: endpoint unreachable: {exc} (Param aws_conn_id)") from exc
+            raise StoreError(
+                f"result store {self.describe()}: endpoint unreachable: {exc} (Param aws_conn_id)") from exc
 
     def put(self, key: str, data: bytes, sha256_b64: str, content_type: str) -> None:
         extra: dict[str, Any] = {"ServerSideEncryption": self.sse}
@@ -102,6 +115,15 @@ class S3Store:
             extra["SSEKMSKeyId"] = self.kms_key_id
         self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type,
                                ChecksumSHA256=sha256_b64, **extra)
+
+    def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        """Upload with its SHA-256 checksum (S3 verifies it on arrival); return the hex digest."""
+        import base64
+        import hashlib
+
+        digest = hashlib.sha256(data).digest()
+        self.put(key, data, base64.b64encode(digest).decode(), content_type)
+        return digest.hex()
 
     def get(self, key: str) -> bytes:
         return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
