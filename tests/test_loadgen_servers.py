@@ -1,0 +1,127 @@
+"""The load generator against live servers: request counts (custom service, Triton), coordinated omission
+and failures (the fake server's injected stall and errors), Triton's own counter next to the client's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tasks.loadgen.engine import Recording
+from tasks.loadgen.measurement import latencies_ms
+from tasks.loadgen.run import run_load_point
+from tasks.loadgen.settings import LoadSettings
+from tasks.serve.base import Endpoint
+from tasks.serve.launchers.process import ProcessLauncher
+from tasks.serve.session import free_port, server_session
+
+pytestmark = pytest.mark.integration
+READY_TIMEOUT_S = 90.0
+SHORT = {"duration_s": 2.0, "warmup_s": 0.5, "window_s": 0.5}
+RATE_TOLERANCE = 0.05  # open loop: requests within 5% of rate x duration
+
+
+@contextmanager
+def fake_server(*args: str):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_server", "--port", str(port), "--max-s", "60", *args])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                import socket
+
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield Endpoint("127.0.0.1", port, "mlp", "kserve_v2_rest")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _check_counts(measurement, settings: LoadSettings) -> None:
+    assert measurement.errors == 0, measurement.errors_by_kind
+    if settings.mode == "concurrency":
+        assert measurement.requests > 0
+        # closed loop: the measured count is throughput x duration, give or take the in-flight requests
+        assert abs(measurement.requests - measurement.throughput_rps * measurement.duration_s) <= settings.load
+        assert sum(measurement.window_throughput_rps) * settings.window_s == pytest.approx(measurement.requests,
+                                                                                           abs=2 * settings.load)
+    else:
+        expected = settings.load * settings.duration_s
+        if settings.arrival == "poisson":  # the seeded schedule fixes the count; it varies ~sqrt(n) around rate x s
+            from tasks.loadgen.engine import arrival_schedule_ns
+
+            offsets = arrival_schedule_ns(settings)
+            assert measurement.requests == int((offsets >= settings.warmup_s * 1e9).sum())
+            assert abs(measurement.requests - expected) <= 4 * expected ** 0.5
+        else:
+            assert abs(measurement.requests - expected) <= RATE_TOLERANCE * expected, (measurement.requests, expected)
+
+
+def test_custom_server_closed_and_open_loop_counts(mlp_onnx, mlp_spec, log_dir, tmp_path):
+    from tasks.serve.servers import get_server
+
+    with server_session(get_server("custom"), mlp_onnx, mlp_spec, ProcessLauncher(), run_id="test",
+                        cell_id="loadgen-custom", log_dir=log_dir, ready_timeout_s=READY_TIMEOUT_S) as live:
+        for i, settings in enumerate((LoadSettings(mode="concurrency", load=4, **SHORT),
+                                      LoadSettings(mode="rate", load=100, arrival="poisson", seed=3, **SHORT),
+                                      LoadSettings(mode="rate", load=100, workers=2, **SHORT))):
+            measurement, _ = run_load_point(live.endpoint, mlp_spec, settings, tmp_path / str(i))
+            _check_counts(measurement, settings)
+            assert measurement.workers == settings.workers
+
+
+def test_injected_stall_shows_from_scheduled_time_and_hides_from_sent_time(tmp_path, mlp_spec):
+    """One connection, 200 req/s, a 0.5 s stall: ~100 requests wait behind it. Measured from the scheduled
+    time they all carry the stall (p99 near 0.5 s); measured from the actual send only the one request that
+    met the stall does, and p99 stays small (coordinated omission)."""
+    settings = LoadSettings(mode="rate", load=200, max_connections=1, duration_s=3.0, warmup_s=0.5, window_s=0.5)
+    with fake_server("--stall-after-s", "1.5", "--stall-s", "0.5") as endpoint:
+        measurement, path = run_load_point(endpoint, mlp_spec, settings, tmp_path)
+    recording = Recording.load(str(path))
+    scheduled, sent = latencies_ms(recording, "scheduled"), latencies_ms(recording, "sent")
+    assert measurement.latency_from == "scheduled" and measurement.latency_ms_p99 > 300
+    assert float(sent.max()) > 300  # the one request that met the stall
+    import numpy as np
+
+    assert float(np.percentile(sent, 99)) < 50, "measured from the actual send, the stall disappears from p99"
+    assert float(np.percentile(scheduled, 99)) == pytest.approx(measurement.latency_ms_p99)
+    assert measurement.late_starts > 50  # the sends held back behind the stall are counted as late
+
+
+def test_errors_are_counted_and_never_enter_percentiles(tmp_path, mlp_spec):
+    """Every 5th request fails after 200 ms; successes take ~1 ms. p99 stays far below 200 ms."""
+    settings = LoadSettings(mode="concurrency", load=4, **SHORT)
+    with fake_server("--error-every", "5", "--error-delay-ms", "200") as endpoint:
+        measurement, _ = run_load_point(endpoint, mlp_spec, settings, tmp_path)
+    assert measurement.error_rate == pytest.approx(0.2, abs=0.05)
+    assert measurement.errors_by_kind == {"http_status": measurement.errors}
+    assert measurement.latency_ms_max < 150
+
+
+def test_triton_server_side_count_agrees_with_client(mlp_onnx, mlp_spec, log_dir, tmp_path):
+    """Triton's nv_inference_request_success over the load point and over the measured window agrees with
+    the client's successful requests within 2%."""
+    triton = pytest.importorskip("tasks.serve.servers.triton", reason="TritonServer has not landed yet")
+    server = triton.TritonServer()
+    with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(), run_id="test", cell_id="loadgen-triton",
+                        log_dir=log_dir, ready_timeout_s=READY_TIMEOUT_S) as live:
+        def counter() -> float:
+            return server.server_side_counts(live.endpoint)["nv_inference_request_success"]
+
+        for i, settings in enumerate((LoadSettings(mode="concurrency", load=4, **SHORT),
+                                      LoadSettings(mode="rate", load=100, **SHORT))):
+            measurement, path = run_load_point(live.endpoint, mlp_spec, settings, tmp_path / str(i), counters=counter)
+            _check_counts(measurement, settings)
+            assert measurement.server_requests is not None
+            assert measurement.server_requests == pytest.approx(measurement.server_client_requests, rel=0.02)
+            assert measurement.server_throughput_rps == pytest.approx(measurement.throughput_rps, rel=0.05)
+            recording = Recording.load(str(path))
+            assert Path(path).exists() and len(recording.codes) > 0
