@@ -11,6 +11,7 @@ from typing import Any
 from tasks.results import CELL_KEY, COLUMNS, KEY_COLUMNS, SCHEMA_VERSION, STATUSES
 
 OK_ROWS = 'status=="ok"'
+PARITY_COLUMNS = ["model", "format", "max_abs_err", "max_rel_err", "atol", "rtol", "passed"]
 LATENCY_ORDER = ("latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_max")
 
 
@@ -34,7 +35,7 @@ def results_expectations(expected_rows: int) -> list:
     ]
     exps += [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in KEY_COLUMNS]
     exps += [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=hi, column_B=lo, or_equal=True, **ok)
-             for lo, hi in zip(LATENCY_ORDER, LATENCY_ORDER[1:])]
+             for lo, hi in zip(LATENCY_ORDER, LATENCY_ORDER[1:], strict=False)]
     return exps
 
 
@@ -61,6 +62,14 @@ def _run_suite(context: Any, name: str, frame: Any, expectations: list) -> dict:
     return batch.validate(suite).to_json_dict()
 
 
+def _describe(config: dict) -> str:
+    """`type column` or `type column_A >= column_B`: which rule on which columns."""
+    kwargs = config["kwargs"]
+    if "column_A" in kwargs:
+        return f"{config['type']} {kwargs['column_A']} >= {kwargs['column_B']}"
+    return f"{config['type']} {kwargs.get('column', '')}".strip()
+
+
 def validate_run(results_frame: Any, parity: list[dict], expected_rows: int) -> dict:
     """Validate the results table and parity records; return a JSON-ready record with `success`."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -71,12 +80,14 @@ def validate_run(results_frame: Any, parity: list[dict], expected_rows: int) -> 
     context.variables.progress_bars = {"globally": False}
     frame = results_frame.astype(object).where(results_frame.notna(), None)  # GX handles None, not pd.NA
     results = _run_suite(context, "results", frame, results_expectations(expected_rows))
-    served = sorted({(r, f) for r, f, s in zip(frame["model"], frame["format"], frame["status"]) if s == "ok"})
-    parity_frame = pd.DataFrame(parity, columns=["model", "format", "max_abs_err", "max_rel_err", "atol", "rtol", "passed"])
+    served = sorted({(r, f) for r, f, s in zip(frame["model"], frame["format"], frame["status"], strict=True)
+                     if s == "ok"})
+    parity_frame = pd.DataFrame(parity, columns=PARITY_COLUMNS)
     parity_result = _run_suite(context, "parity", parity_frame, parity_expectations(served)) if len(parity_frame) else {
         "success": not served, "results": [], "note": "no parity records"}
-    failed = [f"{suite}: {r['expectation_config']['type']} {r['expectation_config']['kwargs'].get('column', '')}".strip()
-              for suite, res in (("results", results), ("parity", parity_result)) for r in res["results"] if not r["success"]]
+    failed = [f"{suite}: {_describe(r['expectation_config'])}"
+              for suite, res in (("results", results), ("parity", parity_result)) for r in res["results"]
+              if not r["success"]]
     return {
         "schema_version": SCHEMA_VERSION, "success": bool(results["success"] and parity_result["success"]),
         "failed_expectations": failed, "results": results, "parity": parity_result,
