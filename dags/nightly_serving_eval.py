@@ -24,7 +24,7 @@ from tasks.config import (
     server_names,
 )
 from tasks.convert import FORMATS
-from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MODES
+from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, MODES, STABLE_WINDOWS
 from tasks.publish import PUBLISHED_RUNS_ASSET
 from tasks.serve.base import DEVICES
 
@@ -82,6 +82,13 @@ def _connection(conn_id: str):
                                title="Stability band, %", section="Load"),
         "request_timeout_s": Param(D.request_timeout_s, type="number", exclusiveMinimum=0, maximum=600,
                                    title="Request timeout, s", section="Load"),
+        "stop_when_stable": Param(D.stop_when_stable, type="boolean", title="End a load point once stable",
+                                  description="at the first window boundary where the last three windows agree, "
+                                              "after min_windows; duration_s stays the bound", section="Load"),
+        "min_windows": Param(D.min_windows, type="integer", minimum=STABLE_WINDOWS, maximum=1000,
+                             title="Minimum windows before a stable stop", section="Load"),
+        "workers": Param(D.workers, type="integer", minimum=1, maximum=MAX_WORKERS,
+                         title="Generator processes per load point", section="Load"),
         "ready_timeout_s": Param(D.ready_timeout_s, type="number", exclusiveMinimum=0, maximum=MAX_READY_TIMEOUT_S,
                                  title="Server readiness timeout, s", section="Serving"),
         "dynamic_batching": Param(D.dynamic_batching, type="boolean", title="Dynamic batching", section="Serving"),

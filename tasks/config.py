@@ -11,7 +11,7 @@ from typing import Any
 
 from tasks.convert import FORMATS
 from tasks.errors import ConfigError
-from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MODES
+from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, MODES, STABLE_WINDOWS
 from tasks.serve.base import DEVICES
 from tasks.spec import catalogue
 
@@ -49,6 +49,9 @@ class RunConfig:
     window_s: float = 2.0
     stability_pct: float = 10.0
     request_timeout_s: float = 10.0
+    stop_when_stable: bool = False  # end a load point at the first stable window after min_windows
+    min_windows: int = STABLE_WINDOWS
+    workers: int = 1  # generator processes per load point
     ready_timeout_s: float = 120.0
     dynamic_batching: bool = False
     max_batch_size: int = 8
@@ -108,6 +111,16 @@ class RunConfig:
             raise ConfigError("warmup_s", self.warmup_s, f"must be >= 0 and <= {MAX_DURATION_S:.0f}")
         if not 0 < self.window_s <= self.duration_s:
             raise ConfigError("window_s", self.window_s, f"must be > 0 and <= duration_s ({self.duration_s})")
+        if not (isinstance(self.workers, int) and 1 <= self.workers <= MAX_WORKERS):
+            raise ConfigError("workers", self.workers, f"must be an integer from 1 to {MAX_WORKERS}")
+        if self.mode == "concurrency" and self.workers > min(self.concurrencies):
+            raise ConfigError("workers", self.workers,
+                              f"must be <= the smallest concurrency ({min(self.concurrencies)})")
+        max_windows = int(self.duration_s / self.window_s + 1e-9)
+        if self.min_windows < STABLE_WINDOWS or (self.stop_when_stable and self.min_windows > max_windows):
+            raise ConfigError("min_windows", self.min_windows,
+                              f"must be >= {STABLE_WINDOWS} and, with stop_when_stable, <= duration_s / window_s "
+                              f"({max_windows})")
         if not 0 < self.ready_timeout_s <= MAX_READY_TIMEOUT_S:
             raise ConfigError("ready_timeout_s", self.ready_timeout_s, f"must be > 0 and <= {MAX_READY_TIMEOUT_S}")
         if not self.s3_bucket:

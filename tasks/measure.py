@@ -6,6 +6,7 @@ failure in one cell never loses the cells already measured.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -15,7 +16,7 @@ from pathlib import Path
 from tasks.config import RunConfig
 from tasks.convert import Artifact
 from tasks.errors import ServingEvalError
-from tasks.loadgen.resources import ProcessTreeSampler
+from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.results import CELL_KEY, empty_row
@@ -30,7 +31,8 @@ MEASUREMENT_COLUMNS = (
     "duration_s", "requests", "errors", "error_rate", "throughput_rps", "throughput_sps", "latency_ms_mean",
     "latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_p999", "latency_ms_max",
     "latency_from", "stable", "windows", "cv", "late_starts", "generator_cpu_pct", "generator_saturated",
-    "warmup_requests",
+    "warmup_requests", "timeouts", "stopped_early", "schedule_lag_ms_p99", "generator_cpu_us_per_request", "workers",
+    "latency_hdr", "server_requests", "server_throughput_rps",
 )
 
 
@@ -107,6 +109,14 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
     return {"rows": rows, "timeline": timeline}
 
 
+def server_counter(live):
+    """The server's cumulative successful-request counter, where it exposes one (Triton), else None."""
+    counts = getattr(live.server, "server_side_counts", None)
+    if counts is None:
+        return None
+    return lambda: counts(live.endpoint)["nv_inference_request_success"]
+
+
 def _measure_cell(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
                   served: dict, timeline: dict) -> dict:
     row = base_row(run, cell)
@@ -118,12 +128,16 @@ def _measure_cell(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus
         settings = LoadSettings(
             mode=cell["mode"], load=cell["load"], batch_size=cell["batch_size"], duration_s=config.duration_s,
             warmup_s=config.warmup_s, window_s=config.window_s, stability_pct=config.stability_pct,
-            request_timeout_s=config.request_timeout_s,
+            request_timeout_s=config.request_timeout_s, stop_when_stable=config.stop_when_stable,
+            min_windows=config.min_windows, workers=config.workers,
         )
-        with ProcessTreeSampler(live.handle.pid) as sampler:
-            measurement, _ = run_load_point(live.endpoint, spec, settings, workdir, arrival=config.arrival, cpus=gen_cpus)
+        counters = server_counter(live)
+        with sampler_for(live.handle) as sampler:
+            measurement, _ = run_load_point(live.endpoint, spec, settings, workdir, arrival=config.arrival,
+                                            cpus=gen_cpus, counters=counters)
         data = measurement.to_dict()
         row.update({k: data[k] for k in MEASUREMENT_COLUMNS})
+        row["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)
         row.update(sampler.summary().to_dict())
         if measurement.requests and measurement.errors == measurement.requests:
             row.update(status="failed", reason=f"all {measurement.requests} requests failed: {measurement.errors_by_kind}")

@@ -32,6 +32,9 @@ COLUMNS: dict[str, str] = {
     "stable": "boolean", "windows": "Int64", "cv": "Float64",
     "late_starts": "Int64", "generator_cpu_pct": "Float64", "generator_saturated": "boolean",
     "warmup_requests": "Int64",
+    "timeouts": "Int64", "errors_by_kind": "string", "stopped_early": "boolean", "schedule_lag_ms_p99": "Float64",
+    "generator_cpu_us_per_request": "Float64", "workers": "Int64", "latency_hdr": "string",
+    "server_requests": "Float64", "server_throughput_rps": "Float64",
     # resources
     "server_cpu_pct": "Float64", "server_rss_mb": "Float64", "gpu_util_pct": "Float64", "gpu_mem_mb": "Float64",
     "gpu_power_w": "Float64",

@@ -5,6 +5,8 @@ successful requests give latencies: a failed request is counted by kind, never a
 
 Definitions, written down once:
 - measured requests: scheduled (open loop) or sent (closed loop) in [warm-up end, end of measured time);
+- throughput_rps: successful completions inside the measured time / its length (a server that falls behind
+  an open-loop schedule shows its real pace, not the offered rate);
 - window k: the successful completions whose completion time falls in [warm-up end + k*window_s, ... +window_s);
   `window_throughput_rps` is their count / window_s, `cv` their coefficient of variation;
 - stable: the last STABLE_WINDOWS windows' throughputs each lie within stability_pct of their mean;
@@ -144,7 +146,9 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
     lat_ns = latencies_ns(recording, latency_from)
     lat = lat_ns / 1e6
     duration_s = (recording.end_ns - recording.warmup_end_ns) / 1e9
-    ok_count = requests - errors
+    in_time = (recording.codes == OK) & (recording.done_ns >= recording.warmup_end_ns) & (
+        recording.done_ns < recording.end_ns)
+    completed = int(in_time.sum())
 
     window_ns = int(settings.window_s * 1e9)
     n_windows = int((recording.end_ns - recording.warmup_end_ns) // window_ns)
@@ -168,7 +172,7 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         errors_by_kind={ERROR_KINDS[int(k)]: int((codes == k).sum()) for k in np.unique(codes) if k != OK},
         timeouts=int((codes == TIMEOUT).sum()),
         warmup_requests=int((recording.scheduled_ns < recording.warmup_end_ns).sum()),
-        throughput_rps=ok_count / duration_s, throughput_sps=ok_count * settings.batch_size / duration_s,
+        throughput_rps=completed / duration_s, throughput_sps=completed * settings.batch_size / duration_s,
         latency_ms_mean=float(lat.mean()) if lat.size else None,
         **{f"latency_ms_{k}": pct(q) for k, q in PERCENTILES.items()},
         latency_ms_max=float(lat.max()) if lat.size else None,
