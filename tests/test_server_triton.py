@@ -288,7 +288,7 @@ def config_lines(text: str) -> list[str]:
     ("onnx", "onnxruntime_onnx", "model.onnx"),
     ("torchscript", "pytorch_libtorch", "model.pt"),
     ("savedmodel", "tensorflow_savedmodel", "model.savedmodel"),
-    ("tensorrt_plan", "tensorrt_plan", "model.plan"),
+    ("tensorrt", "tensorrt_plan", "model.plan"),
 ])
 def test_native_config_and_layout(fmt, platform, filename, mlp_spec, tmp_path):
     server = TritonServer(ServingOptions(max_batch_size=16, dynamic_batching=True, batch_delay_us=500, instances=2))
@@ -378,7 +378,7 @@ def test_run_spec_process_and_container(device, mlp_spec, tmp_path, fake_runtime
 
 def test_process_argv_falls_back_to_native_repository_for_native_only_formats(mlp_spec, tmp_path, fake_runtime):
     server = TritonServer(ServingOptions(device="gpu"))
-    layout = server.write_layout(fake_artifact(tmp_path, "tensorrt_plan"), mlp_spec, tmp_path / "work")
+    layout = server.write_layout(fake_artifact(tmp_path, "tensorrt"), mlp_spec, tmp_path / "work")
     run = server.run_spec(layout, mlp_spec, {"http": 1, "grpc": 2, "metrics": 3})
     assert f"--model-repository={(layout / 'native').resolve()}" in run.argv
 
@@ -389,8 +389,8 @@ def test_skip_reasons():
     assert cpu.skip_reason("process", fmt="onnx") is None and cpu.skip_reason("process", fmt="torchscript") is None
     assert "needs Docker" in cpu.skip_reason("process", fmt="savedmodel")
     assert cpu.skip_reason("docker", fmt="savedmodel") is None
-    assert "needs an NVIDIA GPU" in cpu.skip_reason("docker", fmt="tensorrt_plan")
-    assert gpu.skip_reason("docker", fmt="tensorrt_plan") is None
+    assert "needs an NVIDIA GPU" in cpu.skip_reason("docker", fmt="tensorrt")
+    assert gpu.skip_reason("docker", fmt="tensorrt") is None
     assert "CPU-only" in gpu.skip_reason("process")
 
 

@@ -122,6 +122,7 @@ class Server(ABC):
             meta = json.load(resp)
         return f"{meta.get('name', self.name)} {meta.get('version', '')}".strip()
 
-    def skip_reason(self, launcher: str) -> str | None:
-        """Why this server cannot run under `launcher` on this host, or None when it can."""
+    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
+        """Why this server cannot run under `launcher` on this host (for artifact format `fmt` when given),
+        or None when it can."""
         return None

@@ -140,7 +140,7 @@ class BentoMLServer(Server):
         """The bentoml package version in the runtime (BentoML has no HTTP version endpoint)."""
         return f"bentoml {package_version(self.runtime, 'bentoml')}"
 
-    def skip_reason(self, launcher: str) -> str | None:
+    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
         if self.options.dynamic_batching:
             return "dynamic_batching=true: BentoML adaptive batching is not wired in the generated service"
         if self.options.device == "gpu":

@@ -105,7 +105,7 @@ class KServeServer(Server):
         }
         return yaml.safe_dump(manifest, sort_keys=False)
 
-    def skip_reason(self, launcher: str) -> str | None:
+    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
         if self.options.dynamic_batching:
             return "dynamic_batching=true: KServe has no server-side batching for a custom model"
         if self.options.device == "gpu":

@@ -146,7 +146,7 @@ class TFServingServer(Server):
                     if v.get("state") == "AVAILABLE"]
         return f"tensorflow-serving {TFSERVING_VERSION} (model version {','.join(versions) or '?'})"
 
-    def skip_reason(self, launcher: str) -> str | None:
+    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
         if launcher == "process" and shutil.which(BINARY) is None:
             return NEEDS_DOCKER
         return None

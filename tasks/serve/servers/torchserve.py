@@ -161,7 +161,7 @@ class TorchServeServer(Server):
             info = json.load(resp)["info"]
         return f"torchserve {info['version']}"
 
-    def skip_reason(self, launcher: str) -> str | None:
+    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
         if self.options.device == "gpu":
             return "device=gpu: the torchserve runtime is CPU-only (CPU build of torch, the 0.12.0-cpu image)"
         return None

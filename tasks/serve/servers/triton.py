@@ -14,7 +14,7 @@ the `triton` runtime venv; that build has only the python backend. `run_spec` pr
 folder `triton/backends/python/` (the wheel's backend plus the python-backend stub for the venv's Python) and
 points `--model-repository` at `python/`; the container command points at `native/`, mounted at /models.
 
-Formats savedmodel and tensorrt_plan have no python-backend model: the process launcher cannot serve them.
+Formats savedmodel and tensorrt have no python-backend model: the process launcher cannot serve them.
 `skip_reason(launcher, fmt=...)` says so when given the format (an optional keyword on top of the base
 interface; callers that do not pass it get the launcher-level reason only). Without that check a process run
 of such a format still fails cleanly at start: its process argv points at `native/`, and the wheel's server
@@ -68,7 +68,7 @@ NATIVE = {
     "onnx": ("onnxruntime_onnx", "model.onnx"),
     "torchscript": ("pytorch_libtorch", "model.pt"),
     "savedmodel": ("tensorflow_savedmodel", "model.savedmodel"),
-    "tensorrt_plan": ("tensorrt_plan", "model.plan"),
+    "tensorrt": ("tensorrt_plan", "model.plan"),
 }
 # format -> python_model.py engine: the formats the process runtime can serve
 PYTHON_ENGINES = {"onnx": "onnxruntime", "torchscript": "torchscript"}
@@ -115,9 +115,9 @@ class TritonServer(Server):
     name = "triton"
     runtime = "triton"
     protocol = "kserve_v2_rest"
-    formats = ("onnx", "torchscript", "savedmodel", "tensorrt_plan")
+    formats = ("onnx", "torchscript", "savedmodel", "tensorrt")
     engines = {"onnx": "onnxruntime", "torchscript": "libtorch", "savedmodel": "tensorflow",
-               "tensorrt_plan": "tensorrt"}
+               "tensorrt": "tensorrt"}
     port_names = ("http", "grpc", "metrics")
     ready_path = "/v2/health/ready"  # with --strict-readiness: ready only when every model is READY
     metrics_port = "metrics"
@@ -209,7 +209,7 @@ class TritonServer(Server):
 
     def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
         """Why this server cannot run under `launcher` (and, when given, for artifact format `fmt`) here."""
-        if fmt == "tensorrt_plan" and self.options.device != "gpu":
+        if fmt == "tensorrt" and self.options.device != "gpu":
             return "device=cpu: a TensorRT plan needs an NVIDIA GPU (device=gpu, launcher=docker)"
         if launcher != "process":
             return None
