@@ -65,8 +65,8 @@ http {{
 }}
 """
 LOCUSTFILE = """
-from locust import constant
-from locust.contrib.fasthttp import FastHttpUser, task
+from locust import constant, task
+from locust.contrib.fasthttp import FastHttpUser
 
 
 class Hit(FastHttpUser):
@@ -153,9 +153,11 @@ def run_locust(port: int, users: int, duration_s: float, workdir: Path) -> tuple
            "--headless", "-u", str(users), "-r", str(users), "-t", f"{int(duration_s)}s", "--host",
            f"http://127.0.0.1:{port}", "--csv", str(csv), "--only-summary", "--loglevel", "ERROR"]
     try:
-        subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 60, cwd=workdir)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 60, cwd=workdir)
     except subprocess.TimeoutExpired:
         return None, "locust ran past its bound"
+    if not (workdir / "locust_stats.csv").exists():
+        return None, f"locust wrote no stats (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-800:]}"
     stats = (workdir / "locust_stats.csv").read_text().splitlines()
     header = stats[0].split(",")
     row = next(line.split(",") for line in stats[1:] if ",Aggregated," in line)
