@@ -1,7 +1,8 @@
 """Entry point of the `custom` runtime: a hand-written FastAPI service over ONNX Runtime.
 
 It speaks the KServe v2 REST inference protocol (the same client drives Triton, KServe and this), and is
-deliberately what a team would write itself: one process, one model, JSON in and out.
+deliberately what a team would write itself: one process, one model, JSON in and out. The engine follows the
+model file: `*.onnx` ONNX Runtime, `*.pt` TorchScript (torch), `*.savedmodel/` TensorFlow SavedModel.
 
     python docker/custom/app.py --host 127.0.0.1 --port 8000 --model-dir DIR --model-name NAME
 """
@@ -34,14 +35,56 @@ class OnnxEngine:
         self.version = f"onnxruntime {ort.__version__}"
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(zip(self.output_names, self.session.run(self.output_names, inputs)))
+        return dict(zip(self.output_names, self.session.run(self.output_names, inputs), strict=True))
 
 
-def load_engine(model_dir: Path, threads: int) -> OnnxEngine:
-    files = sorted(model_dir.glob("*.onnx"))
-    if not files:
-        raise FileNotFoundError(f"no .onnx model in {model_dir}")
-    return OnnxEngine(files[0], threads)
+class TorchScriptEngine:
+    def __init__(self, path: Path, threads: int, input_names: list[str], output_names: list[str]) -> None:
+        import torch
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        self.module = torch.jit.load(str(path), map_location="cpu").eval()
+        self.input_names, self.output_names = input_names, output_names
+        self.inputs = {n: type("Input", (), {"name": n, "type": "tensor", "shape": []})() for n in input_names}
+        self.version = f"torch {torch.__version__}"
+
+    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with self.torch.inference_mode():
+            out = self.module(*(self.torch.from_numpy(inputs[n]) for n in self.input_names))
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        return {n: o.numpy() for n, o in zip(self.output_names, outs, strict=False)}
+
+
+class SavedModelEngine:
+    def __init__(self, path: Path, threads: int, output_names: list[str]) -> None:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        self.tf = tf
+        self.fn = tf.saved_model.load(str(path)).signatures["serving_default"]
+        names = sorted(self.fn.structured_input_signature[1])
+        self.inputs = {n: type("Input", (), {"name": n, "type": "tensor", "shape": []})() for n in names}
+        self.output_names = output_names
+        self.version = f"tensorflow {tf.__version__}"
+
+    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        out = self.fn(**{n: self.tf.constant(v) for n, v in inputs.items()})
+        names = self.output_names or sorted(out)
+        return {n: out[n].numpy() for n in names}
+
+
+def load_engine(model_dir: Path, threads: int, input_names: list[str], output_names: list[str]):
+    """The engine for the one model file in `model_dir`, chosen by its kind."""
+    for path in sorted(model_dir.iterdir()):
+        if path.suffix == ".onnx":
+            return OnnxEngine(path, threads)
+        if path.suffix == ".pt":
+            return TorchScriptEngine(path, threads, input_names, output_names)
+        if path.suffix == ".savedmodel" or (path / "saved_model.pb").is_file():
+            return SavedModelEngine(path, threads, output_names)
+    raise FileNotFoundError(f"no .onnx model, .pt TorchScript or SavedModel directory in {model_dir}")
 
 
 def create_app(engine: OnnxEngine, model_name: str):
@@ -64,7 +107,7 @@ def create_app(engine: OnnxEngine, model_name: str):
 
     @app.get(f"/v2/models/{model_name}")
     def model_metadata() -> dict:
-        return {"name": model_name, "platform": "onnxruntime", "inputs": [
+        return {"name": model_name, "platform": engine.version, "inputs": [
             {"name": i.name, "datatype": i.type, "shape": i.shape} for i in engine.inputs.values()]}
 
     @app.post("/v2/models/{name}/infer")
@@ -84,8 +127,8 @@ def create_app(engine: OnnxEngine, model_name: str):
         except Exception as exc:  # noqa: BLE001 - the engine's message is what the client needs
             return error(500, f"inference failed: {exc}")
         payload = {"model_name": model_name, "outputs": [
-            {"name": k, "shape": list(v.shape), "datatype": NP_TO_V2.get(v.dtype.name, "FP32"), "data": v.ravel().tolist()}
-            for k, v in outputs.items()]}
+            {"name": k, "shape": list(v.shape), "datatype": NP_TO_V2.get(v.dtype.name, "FP32"),
+             "data": v.ravel().tolist()} for k, v in outputs.items()]}
         return Response(json.dumps(payload), media_type="application/json")
 
     return app
@@ -98,11 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", type=Path, required=True)
     parser.add_argument("--model-name", required=True)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--inputs", default="", help="input names in the model's positional order (TorchScript)")
+    parser.add_argument("--outputs", default="", help="output names in the model's order")
     args = parser.parse_args(argv)
 
     import uvicorn
 
-    engine = load_engine(args.model_dir, args.threads)
+    names = [n for n in args.inputs.split(",") if n], [n for n in args.outputs.split(",") if n]
+    engine = load_engine(args.model_dir, args.threads, *names)
     app = create_app(engine, args.model_name)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

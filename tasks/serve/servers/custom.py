@@ -1,4 +1,5 @@
-"""The "write it yourself" baseline: FastAPI + uvicorn + ONNX Runtime, speaking KServe v2 REST."""
+"""The "write it yourself" baseline: FastAPI + uvicorn over ONNX Runtime, TorchScript or a TensorFlow
+SavedModel, speaking the KServe v2 REST protocol."""
 
 from __future__ import annotations
 
@@ -17,20 +18,26 @@ class CustomServer(Server):
     name = "custom"
     runtime = "custom"
     protocol = "kserve_v2_rest"
-    formats = ("onnx",)
-    engines = {"onnx": "onnxruntime"}
+    formats = ("onnx", "torchscript", "savedmodel")
+    engines = {"onnx": "onnxruntime", "torchscript": "torch", "savedmodel": "tensorflow"}
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
         self.check_format(artifact.format)
         layout = workdir / "model"
         layout.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(artifact.path, layout / Path(artifact.path).name)
+        source = Path(artifact.path)
+        if source.is_dir():  # a SavedModel
+            shutil.copytree(source, layout / (source.stem + ".savedmodel"))
+        else:
+            shutil.copy2(source, layout / source.name)
         return layout
 
     def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
         from tasks.runtimes import REPO_ROOT
 
-        common = ("--model-name", self.model_name(spec), "--threads", str(self.options.instances))
+        common = ("--model-name", self.model_name(spec), "--threads", str(self.options.instances),
+                  "--inputs", ",".join(t.name for t in spec.inputs),
+                  "--outputs", ",".join(t.name for t in spec.outputs))
         return RunSpec(
             runtime=self.runtime,
             argv=("python", str(REPO_ROOT / APP), "--host", "127.0.0.1", "--port", str(ports["http"]),
@@ -40,4 +47,10 @@ class CustomServer(Server):
             container_argv=("--model-dir", "/models", *common),
             container_ports={"http": CONTAINER_PORT},
             mounts={str(layout): "/models"},
+            device=self.options.device,
         )
+
+    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
+        if self.options.device == "gpu":
+            return "device=gpu: the custom runtime is built on CPU wheels (onnxruntime, torch, tensorflow-cpu)"
+        return None

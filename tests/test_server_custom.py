@@ -1,0 +1,51 @@
+"""The custom FastAPI service: a real server per engine (ONNX Runtime, TorchScript, TensorFlow SavedModel)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks.convert.parity import load_reference
+from tasks.serve.base import ServingOptions
+from tasks.serve.servers import get_server
+from tests.helpers import serve_and_check
+
+VERSION = "serving-eval-custom 0.1.0"
+
+
+def source_references(artifact, spec) -> dict[int, dict]:
+    """The source model's own outputs, which the converter kept beside the artifact (batch size -> outputs)."""
+    outputs = load_reference(Path(artifact.path).parent, spec)
+    return {bs: {t.name: out for t, out in zip(spec.outputs, outs, strict=True)} for bs, outs in outputs.items()}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_custom_serves_mlp(fmt, request, mlp_spec, log_dir):
+    artifact = request.getfixturevalue(f"mlp_{fmt}")
+    seen = serve_and_check(get_server("custom"), artifact, mlp_spec, log_dir, source_references(artifact, mlp_spec),
+                           VERSION)
+    assert seen["startup_s"] > 0
+
+
+@pytest.mark.integration
+def test_custom_serves_a_tensorflow_savedmodel(log_dir):
+    from tasks.convert import convert
+    from tasks.spec import load_spec
+
+    spec = load_spec("tiny-cnn-tf")
+    artifact = convert(spec, "savedmodel")
+    serve_and_check(get_server("custom"), artifact, spec, log_dir, source_references(artifact, spec), VERSION,
+                    ready_timeout_s=120)
+
+
+def test_custom_container_parameters(mlp_onnx, mlp_spec, tmp_path):
+    server = get_server("custom")
+    layout = server.write_layout(mlp_onnx, mlp_spec, tmp_path)
+    spec = server.run_spec(layout, mlp_spec, {"http": 18000})
+    assert spec.image == "serving-eval/custom:latest"
+    assert spec.container_ports == {"http": 8000} and spec.mounts == {str(layout): "/models"}
+    assert spec.argv[spec.argv.index("--host") + 1] == "127.0.0.1"
+    assert "--inputs" in spec.container_argv and "input" in spec.container_argv
+    assert get_server("custom", ServingOptions(device="gpu")).skip_reason("process", fmt="onnx")
