@@ -14,15 +14,17 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tasks.errors import ServingEvalError
 from tasks.runtimes import REPO_ROOT
 
 DAG_ID = "nightly_serving_eval"
-DEMO_CONF = {"servers": ["custom"], "formats": ["onnx"], "models": ["mlp"], "concurrencies": [1, 4],
-             "duration_s": 5.0, "warmup_s": 1.0, "window_s": 1.0, "fail_on_cell_failure": False}
+# Every stack that runs as a local process here, side by side on the same model and load.
+DEMO_CONF = {"servers": ["custom", "triton", "torchserve", "bentoml", "kserve"], "formats": ["onnx", "torchscript"],
+             "models": ["mlp"], "concurrencies": [1, 4], "duration_s": 3.0, "warmup_s": 1.0, "window_s": 1.0,
+             "fail_on_cell_failure": False}
 DEMO_OUT = REPO_ROOT / "demo-results"
 SUMMARY_COLUMNS = ("model", "format", "server", "batch_size", "load", "throughput_rps", "latency_ms_p50",
                    "latency_ms_p99", "error_rate", "server_cpu_pct", "startup_s", "stable", "status")
@@ -107,7 +109,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"running `airflow dags test {DAG_ID}` (log: {log_path}) ...")
         started = time.monotonic()
         with open(log_path, "w") as log:
-            proc = airflow("dags", "test", DAG_ID, "-c", json.dumps(conf), env=env, stdout=log, stderr=subprocess.STDOUT)
+            proc = airflow("dags", "test", DAG_ID, "-c", json.dumps(conf), env=env, stdout=log,
+                           stderr=subprocess.STDOUT)
         print(f"DAG run finished in {time.monotonic() - started:.0f} s with exit code {proc.returncode}")
         store = S3Store(bucket, conf.get("s3_prefix", "serving-eval"), s3.connection(conn_id))
         try:
@@ -135,15 +138,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     """The pipeline's steps in order, in this process: what the DAG does, without a scheduler."""
     from tasks.config import RunConfig
     from tasks.measure import measure_session
-    from tasks.pipeline import (check_outcome, collect_results, convert_step, publish_step, start_run,
-                                validate_step)
+    from tasks.pipeline import check_outcome, collect_results, convert_step, publish_step, start_run, validate_step
     from tasks.results import to_frame
     from tasks.store import connection_from_env
 
     params = json.loads(args.conf or "{}")
     config = RunConfig.from_params(params)
     conn = connection_from_env(config.aws_conn_id)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     run_id = args.run_id or f"cli__{now.strftime('%Y%m%dT%H%M%S')}"
     started = start_run(params, run_id=run_id, logical_date=now.isoformat(), conn=conn)
     converted = [convert_step(c) for c in started["conversions"]]

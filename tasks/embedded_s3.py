@@ -31,7 +31,8 @@ class EmbeddedS3:
         return f"http://127.0.0.1:{self.port}"
 
     def connection(self, conn_id: str) -> ConnectionFields:
-        return ConnectionFields(conn_id, ACCESS_KEY, SECRET_KEY, {"endpoint_url": self.endpoint_url, "region_name": REGION})
+        extra = {"endpoint_url": self.endpoint_url, "region_name": REGION}
+        return ConnectionFields(conn_id, ACCESS_KEY, SECRET_KEY, extra)
 
     def airflow_conn_env(self, conn_id: str) -> dict[str, str]:
         """`AIRFLOW_CONN_<ID>` pointing an Airflow AWS connection at this endpoint."""

@@ -64,7 +64,8 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
     """Measure every cell of one server session; return {"rows": [...], "timeline": {...}}."""
     cells = session["cells"]
     timeline: dict = {"session_id": session["session_id"], "server": session["server"], "cells": {}}
-    conv = next((c for c in conversions if c and c["model"] == session["model"] and c["format"] == session["format"]), None)
+    conv = next((c for c in conversions if c and (c["model"], c["format"]) == (session["model"], session["format"])),
+                None)
     if conv and conv.get("skipped"):
         return {"rows": [not_measured(run, c, "skipped", conv["skipped"]) for c in cells], "timeline": timeline}
     if conv is None or conv.get("error"):
@@ -81,7 +82,7 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
     options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
                              device=config.device)
     server = get_server(session["server"], options)
-    skip = server.skip_reason(config.launcher)
+    skip = server.skip_reason(config.launcher, fmt=session["format"])
     if skip:
         return {"rows": [not_measured(run, c, "skipped", skip, model_sha256=artifact.sha256) for c in cells],
                 "timeline": timeline}
@@ -140,7 +141,8 @@ def _measure_cell(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus
         row["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)
         row.update(sampler.summary().to_dict())
         if measurement.requests and measurement.errors == measurement.requests:
-            row.update(status="failed", reason=f"all {measurement.requests} requests failed: {measurement.errors_by_kind}")
+            reason = f"all {measurement.requests} requests failed: {measurement.errors_by_kind}"
+            row.update(status="failed", reason=reason)
         elif measurement.requests == 0:
             row.update(status="failed", reason="no request completed in the measured time")
         else:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tasks.config import RunConfig
+from tasks.convert import check_conversion
+from tasks.convert.graph import reachable_formats
 from tasks.errors import ConfigError
 from tasks.serve.servers import get_server
 from tasks.spec import load_spec
@@ -35,18 +37,32 @@ class Plan:
         return {"config": self.config.to_dict(), "conversions": self.conversions, "sessions": self.sessions}
 
 
+def model_formats(model: str, formats: tuple[str, ...]) -> list[str]:
+    """The requested formats this model's source can be converted to (each checked: path, dtypes, options).
+
+    Several models share one formats list, so a format a model cannot reach is left out for that model; a
+    model that reaches none of them is an error that names what it can reach.
+    """
+    spec = load_spec(model)  # a broken spec fails here, naming the model and field
+    reachable = [f for f in formats if f in reachable_formats(spec.source_kind)]
+    for fmt in reachable or formats[:1]:
+        check_conversion(spec, fmt)
+    return reachable
+
+
 def make_plan(config: RunConfig) -> Plan:
-    for model in config.models:
-        load_spec(model)  # a broken spec fails here, naming the model and field
     conversions: list[dict] = []
     sessions: list[dict] = []
+    per_model = {model: model_formats(model, config.formats) for model in config.models}
+    for server_name in config.servers:
+        server = get_server(server_name)
+        if not any(f in server.formats for fmts in per_model.values() for f in fmts):
+            raise ConfigError("servers", server_name,
+                              f"serves formats {list(server.formats)}, none of the requested formats "
+                              f"{list(config.formats)} that models {list(config.models)} can be converted to")
     for model in config.models:
         for server_name in config.servers:
-            server = get_server(server_name)
-            served = [f for f in config.formats if f in server.formats]
-            if not served:
-                raise ConfigError("servers", server_name,
-                                  f"serves formats {list(server.formats)}, none of the requested formats {list(config.formats)}")
+            served = [f for f in per_model[model] if f in get_server(server_name).formats]
             for fmt in served:
                 if {"model": model, "format": fmt} not in conversions:
                     conversions.append({"model": model, "format": fmt})

@@ -160,7 +160,8 @@ def detect_regressions(current_rows: list[dict], history_rows: list[dict],
             if current is None or (isinstance(current, float) and math.isnan(current)):
                 continue
             history = [float(r[metric]) for r in past if r.get(metric) is not None and not _isnan(r[metric])]
-            records.append({**{k: row[k] for k in CELL_KEY}, "host": key[-1], **judge(metric, history, float(current)).to_dict()})
+            verdict = judge(metric, history, float(current))
+            records.append({**{k: row[k] for k in CELL_KEY}, "host": key[-1], **verdict.to_dict()})
     return records
 
 

@@ -105,7 +105,8 @@ print(f"{{elapsed:.4f}} {{','.join(heavy)}}")
 
 def test_parse_time_whole_interpreter():
     """Cold import of the DAG file including airflow.sdk, printed for the record."""
-    code = f"import time; t=time.perf_counter(); import runpy; runpy.run_path({str(DAG_FILE)!r}); print(time.perf_counter()-t)"
+    code = (f"import time; t=time.perf_counter(); import runpy; runpy.run_path({str(DAG_FILE)!r}); "
+            "print(time.perf_counter()-t)")
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -108,7 +108,7 @@ def test_dag_run_publishes_validated_results_one_server_at_a_time(run_dag, regis
     # and every load point ran while its own server was up and ready.
     timelines = sorted(read_json_object(store, manifest, "logs/sessions.json"), key=lambda t: t["start"])
     assert len(timelines) == 2
-    for earlier, later in zip(timelines, timelines[1:]):
+    for earlier, later in zip(timelines, timelines[1:], strict=False):
         assert earlier["stopped"] <= later["start"], f"{earlier['session_id']} overlaps {later['session_id']}"
     for t in timelines:
         assert len(t["cells"]) == 2

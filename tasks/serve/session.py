@@ -21,7 +21,7 @@ from pathlib import Path
 from tasks.convert import Artifact
 from tasks.errors import ServerStartError
 from tasks.serve.base import Endpoint, Server
-from tasks.serve.launchers.base import LaunchHandle, Launcher
+from tasks.serve.launchers.base import Launcher, LaunchHandle
 from tasks.spec import ModelSpec
 
 READY_POLL_S = 0.1
