@@ -1,0 +1,37 @@
+"""Run every benchmark in turn and print their figures (not pass/fail tests: they measure the project's
+own speed next to peers measured in the same run).
+
+    .venv/bin/python benchmarks/run_all.py            # what `make benchmarks` runs
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = (
+    ("conversion: small models cold vs cache hit, resnet50/bert-base", ["convert_models.py"]),
+    ("load generator capacity vs wrk and Locust on nginx", ["loadgen_capacity.py"]),
+)
+LIMIT_S = 3600
+
+
+def main() -> int:
+    failed = []
+    for title, argv in BENCHMARKS:
+        print(f"\n=== {title}\n", flush=True)
+        started = time.monotonic()
+        code = subprocess.run([sys.executable, str(HERE / argv[0]), *argv[1:]], timeout=LIMIT_S).returncode
+        print(f"--- {argv[0]}: exit {code} after {time.monotonic() - started:.0f} s", flush=True)
+        if code:
+            failed.append(argv[0])
+    if failed:
+        print(f"\nbenchmarks that did not finish: {failed}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
