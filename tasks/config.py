@@ -11,7 +11,7 @@ from typing import Any
 
 from tasks.convert import FORMATS
 from tasks.errors import ConfigError
-from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, MODES, STABLE_WINDOWS
+from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_WORKERS, MODES, STABLE_WINDOWS, check_timing
 from tasks.serve.base import DEVICES
 from tasks.spec import catalogue
 
@@ -105,12 +105,7 @@ class RunConfig:
             for r in self.rates or (0,):
                 if not (isinstance(r, (int, float)) and r > 0):
                     raise ConfigError("rates", r, "each must be > 0 requests/s")
-        if not 0 < self.duration_s <= MAX_DURATION_S:
-            raise ConfigError("duration_s", self.duration_s, f"must be > 0 and <= {MAX_DURATION_S:.0f}")
-        if not 0 <= self.warmup_s <= MAX_DURATION_S:
-            raise ConfigError("warmup_s", self.warmup_s, f"must be >= 0 and <= {MAX_DURATION_S:.0f}")
-        if not 0 < self.window_s <= self.duration_s:
-            raise ConfigError("window_s", self.window_s, f"must be > 0 and <= duration_s ({self.duration_s})")
+        check_timing(self.duration_s, self.warmup_s, self.window_s)
         if not (isinstance(self.workers, int) and 1 <= self.workers <= MAX_WORKERS):
             raise ConfigError("workers", self.workers, f"must be an integer from 1 to {MAX_WORKERS}")
         if self.mode == "concurrency" and self.workers > min(self.concurrencies):

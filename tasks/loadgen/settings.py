@@ -15,6 +15,16 @@ MAX_WORKERS = 64
 STABLE_WINDOWS = 3  # perf_analyzer's rule: the last three windows agree
 
 
+def check_timing(duration_s: float, warmup_s: float, window_s: float) -> None:
+    """The time rules of a load point, shared by the run config and the load settings."""
+    if not 0 < duration_s <= MAX_DURATION_S:
+        raise ConfigError("duration_s", duration_s, f"must be > 0 and <= {MAX_DURATION_S:.0f}")
+    if not 0 <= warmup_s <= MAX_DURATION_S:
+        raise ConfigError("warmup_s", warmup_s, f"must be >= 0 and <= {MAX_DURATION_S:.0f}")
+    if not 0 < window_s <= duration_s:
+        raise ConfigError("window_s", window_s, f"must be > 0 and <= duration_s ({duration_s})")
+
+
 @dataclass(frozen=True)
 class LoadSettings:
     """One load point. `load` is the concurrency (closed loop) or the target rate in requests/s (open loop)."""
@@ -43,12 +53,7 @@ class LoadSettings:
             raise ConfigError("rate", self.load, "must be > 0 requests/s")
         if self.batch_size < 1:
             raise ConfigError("batch_size", self.batch_size, "must be >= 1")
-        if not 0 < self.duration_s <= MAX_DURATION_S:
-            raise ConfigError("duration_s", self.duration_s, f"must be > 0 and <= {MAX_DURATION_S:.0f}")
-        if not 0 <= self.warmup_s <= MAX_DURATION_S:
-            raise ConfigError("warmup_s", self.warmup_s, f"must be >= 0 and <= {MAX_DURATION_S:.0f}")
-        if not 0 < self.window_s <= self.duration_s:
-            raise ConfigError("window_s", self.window_s, f"must be > 0 and <= duration_s ({self.duration_s})")
+        check_timing(self.duration_s, self.warmup_s, self.window_s)
         if not 0 < self.stability_pct <= 100:
             raise ConfigError("stability_pct", self.stability_pct, "must be > 0 and <= 100")
         if self.arrival not in ARRIVALS:

@@ -8,6 +8,8 @@ the request protocol it speaks. It does not start anything itself: launchers do.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -20,6 +22,18 @@ from tasks.spec import ModelSpec
 
 DEVICES = ("cpu", "gpu")
 HTTP_PROBE_TIMEOUT_S = 2.0
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Place an artifact file in a server layout: a hard link when possible (no copy of large weights),
+    a copy across filesystems; a directory (SavedModel) is copied."""
+    if source.is_dir():
+        shutil.copytree(source, target)
+        return
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem, or links not allowed
+        shutil.copy2(source, target)
 
 
 @dataclass(frozen=True)

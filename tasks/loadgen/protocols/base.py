@@ -14,14 +14,27 @@ ERROR_KINDS = {1: "http_status", 2: "bad_response", 3: "timeout", 4: "connection
 HTTP_STATUS, BAD_RESPONSE, TIMEOUT, CONNECTION, NOT_SENT = 1, 2, 3, 4, 5
 
 
+FULL_CHECK_MAX_BYTES = 65536  # larger responses have their shape parsed on every FULL_CHECK_EVERY-th one only
+FULL_CHECK_EVERY = 64
+
+
 class Codec(ABC):
     name: ClassVar[str]
+    _large_seen = 0
 
     def __init__(self, host: str, port: int, model_name: str, inputs: dict[str, np.ndarray],
                  output_shapes: dict[str, tuple[int, ...]]) -> None:
         self.host, self.port, self.model_name = host, port, model_name
         self.inputs = inputs
         self.output_shapes = output_shapes  # expected output shapes, batch axis filled in
+
+    def sampled_out(self, body: bytes) -> bool:
+        """True when this (large) response skips the full parse: decoding every large JSON body would make the
+        generator, not the server, set the pace. Its status and framing are still checked by the caller."""
+        if len(body) <= FULL_CHECK_MAX_BYTES:
+            return False
+        self._large_seen += 1
+        return self._large_seen % FULL_CHECK_EVERY != 0
 
     @abstractmethod
     def request_bytes(self) -> bytes:

@@ -14,9 +14,6 @@ import numpy as np
 from tasks.loadgen.http import build_request
 from tasks.loadgen.protocols.base import BAD_RESPONSE, HTTP_STATUS, OK, Codec
 
-FULL_CHECK_MAX_BYTES = 65536  # larger responses have their shape checked on every 64th response only
-FULL_CHECK_EVERY = 64
-
 
 def nested_shape(value: object) -> tuple[int, ...]:
     """Shape of a nested JSON list, read along its first elements (cheap; ragged lists are not detected)."""
@@ -41,8 +38,6 @@ class TFServingRest(Codec):
     def request_bytes(self) -> bytes:
         return build_request("POST", self.host, self.port, self.path(), self.body())
 
-    _large_seen = 0
-
     def named_outputs(self, outputs: object) -> dict[str, object]:
         """The response's outputs by name; a bare (single-output) value takes the one expected output's name."""
         if isinstance(outputs, dict):
@@ -55,10 +50,8 @@ class TFServingRest(Codec):
     def check(self, status: int, body: bytes) -> int:
         if status != 200:
             return HTTP_STATUS
-        if len(body) > FULL_CHECK_MAX_BYTES:
-            self._large_seen += 1
-            if self._large_seen % FULL_CHECK_EVERY:
-                return OK if body.startswith(b"{") and b'"error"' not in body[:64] else BAD_RESPONSE
+        if self.sampled_out(body):
+            return OK if body.startswith(b"{") and b'"error"' not in body[:64] else BAD_RESPONSE
         try:
             data = json.loads(body)
             if "error" in data:

@@ -19,14 +19,12 @@ without it.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from importlib import metadata
 from pathlib import Path
 
 from tasks.convert import Artifact
 from tasks.runtimes import ensure_runtime
-from tasks.serve.base import Endpoint, RunSpec, Server
+from tasks.serve.base import Endpoint, RunSpec, Server, link_or_copy
 from tasks.spec import ModelSpec
 
 IMAGE = "serving-eval/bentoml:latest"
@@ -110,7 +108,7 @@ class BentoMLServer(Server):
         layout = workdir / "bentoml"
         layout.mkdir(parents=True, exist_ok=True)
         model_file = Path(artifact.path).name
-        _link_or_copy(Path(artifact.path), layout / model_file)
+        link_or_copy(Path(artifact.path), layout / model_file)
         (layout / "service.py").write_text(SERVICE_PY)
         (layout / "service.json").write_text(json.dumps({
             "service_name": self.model_name(spec), "format": artifact.format, "model_file": model_file,
@@ -157,9 +155,3 @@ def package_version(runtime: str, package: str) -> str:
             return dist.version
     raise LookupError(f"package {package!r} is not installed in runtime {runtime!r} ({env.venv_dir})")
 
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another filesystem, or links not allowed
-        shutil.copy2(source, target)

@@ -3,11 +3,10 @@ SavedModel, speaking the KServe v2 REST protocol."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from tasks.convert import Artifact
-from tasks.serve.base import RunSpec, Server
+from tasks.serve.base import RunSpec, Server, link_or_copy
 from tasks.spec import ModelSpec
 
 APP = "docker/custom/app.py"
@@ -26,10 +25,7 @@ class CustomServer(Server):
         layout = workdir / "model"
         layout.mkdir(parents=True, exist_ok=True)
         source = Path(artifact.path)
-        if source.is_dir():  # a SavedModel
-            shutil.copytree(source, layout / (source.stem + ".savedmodel"))
-        else:
-            shutil.copy2(source, layout / source.name)
+        link_or_copy(source, layout / (source.stem + ".savedmodel" if source.is_dir() else source.name))
         return layout
 
     def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:

@@ -15,13 +15,11 @@ server-side batching for a custom model: with `dynamic_batching` the cells are s
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 from tasks.convert import Artifact
 from tasks.runtimes import REPO_ROOT
-from tasks.serve.base import RunSpec, Server
+from tasks.serve.base import RunSpec, Server, link_or_copy
 from tasks.spec import ModelSpec
 
 ENTRY = "docker/kserve/server.py"
@@ -112,9 +110,3 @@ class KServeServer(Server):
             return "device=gpu: the kserve runtime is CPU-only (CPU build of torch, onnxruntime without CUDA)"
         return None
 
-
-def link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another filesystem, or links not allowed
-        shutil.copy2(source, target)

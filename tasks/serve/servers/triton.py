@@ -44,7 +44,7 @@ from pathlib import Path
 from tasks.convert import Artifact
 from tasks.errors import ConfigError
 from tasks.runtimes import REPO_ROOT, RuntimeEnv, ensure_runtime
-from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
+from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, link_or_copy
 from tasks.spec import ModelSpec, TensorSpec
 
 TRITON_VERSION = "2.51.0"
@@ -156,7 +156,7 @@ class TritonServer(Server):
         if fmt in PYTHON_ENGINES:
             python = layout / PYTHON_DIR / name
             (python / MODEL_VERSION).mkdir(parents=True, exist_ok=True)
-            _link_or_copy(target, python / MODEL_VERSION / NATIVE[fmt][1])
+            link_or_copy(target, python / MODEL_VERSION / NATIVE[fmt][1])
             shutil.copy2(PYTHON_MODEL, python / MODEL_VERSION / "model.py")
             (python / "config.pbtxt").write_text(self.config_text(spec, fmt, python_backend=True))
         return layout
@@ -288,9 +288,3 @@ def _pyvenv_home(venv_dir: Path) -> Path | None:
             return Path(value.strip())
     return None
 
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
