@@ -20,7 +20,6 @@ from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.results import CELL_KEY, empty_row
-from tasks.runtimes import requirements_sha256
 from tasks.serve.base import ServingOptions
 from tasks.serve.launchers import get_launcher
 from tasks.serve.servers import get_server
@@ -88,8 +87,7 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
                 "timeline": timeline}
     gen_cpus, server_cpus = split_cpus(config.pin_cpus)
     rows: list[dict] = []
-    served = {"model_sha256": artifact.sha256, "engine": server.engines.get(artifact.format),
-              "runtime_image": f"venv:{server.runtime}@{requirements_sha256(server.runtime)[:12]}"}
+    served = {"model_sha256": artifact.sha256, "engine": server.engines.get(artifact.format)}
     log_dir = Path(run["run_dir"]) / "logs"
     try:
         launcher = get_launcher(config.launcher)
@@ -121,7 +119,7 @@ def server_counter(live):
 def _measure_cell(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
                   served: dict, timeline: dict) -> dict:
     row = base_row(run, cell)
-    row.update(served, server_version=live.server_version, startup_s=live.startup_s)
+    row.update(served, server_version=live.server_version, startup_s=live.startup_s, runtime_image=live.runtime_image)
     events = timeline["cells"].setdefault(cell["cell_id"], {})
     events["load_begin"] = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="serving-eval-load-"))

@@ -99,6 +99,8 @@ def test_dag_run_publishes_validated_results_one_server_at_a_time(run_dag, regis
     assert (frame["latency_ms_p50"] <= frame["latency_ms_p99"]).all()
     assert (frame["requests"] > 0).all() and (frame["startup_s"] > 0).all()
     assert set(frame["server"]) == {"custom", "custom-twin"}
+    assert frame["runtime_image"].str.startswith("venv:custom@").all()
+    assert (frame["engine"] == "onnxruntime").all() and frame["model_sha256"].str.len().eq(64).all()
 
     parity = read_json_object(store, manifest, "parity.json")
     assert parity and all(p["passed"] for p in parity)

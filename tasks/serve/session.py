@@ -37,6 +37,7 @@ class LiveServer:
     handle: LaunchHandle
     startup_s: float
     server_version: str
+    runtime_image: str = ""  # the launcher's label of what ran it: an image, or a venv and its hash
     timeline: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of start/ready/stop
 
 
@@ -91,7 +92,8 @@ def server_session(
         startup_s = time.monotonic() - started
         timeline["ready"] = time.time()
         version = server.version(endpoint)
-        yield LiveServer(server, endpoint, handle, startup_s, version, timeline)
+        yield LiveServer(server, endpoint, handle, startup_s, version, runtime_image=launcher.runtime_label(run_spec),
+                         timeline=timeline)
 
 
 def _stop(launcher: Launcher, handle: LaunchHandle, timeline: dict[str, float]) -> None:

@@ -81,6 +81,10 @@ class Launcher(ABC):
         """Start the server detached from the caller; return at once with its handle."""
 
     @abstractmethod
+    def runtime_label(self, spec: RunSpec) -> str:
+        """What ran the server, for the results' `runtime_image` column (an image, or a venv and its hash)."""
+
+    @abstractmethod
     def exit_code(self, handle: LaunchHandle) -> int | None:
         """The server's exit code if it has exited, else None."""
 

@@ -109,6 +109,9 @@ class DockerLauncher(Launcher):
             self._client = docker_client()
         return self._client
 
+    def runtime_label(self, spec: RunSpec) -> str:
+        return spec.image
+
     def start(self, spec: RunSpec, *, run_id: str, cell_id: str, workdir: Path, log_path: Path,
               cpus: tuple[int, ...] = ()) -> LaunchHandle:
         from docker.errors import DockerException

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 
 from tasks.errors import ConfigError
-from tasks.runtimes import ensure_runtime, runtime_env_vars
+from tasks.runtimes import ensure_runtime, requirements_sha256, runtime_env_vars
 from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import Launcher, LaunchHandle, forget_handle, record_handle
 
@@ -64,6 +64,9 @@ class ProcessLauncher(Launcher):
         )
         record_handle(handle)
         return handle
+
+    def runtime_label(self, spec: RunSpec) -> str:
+        return f"venv:{spec.runtime}@{requirements_sha256(spec.runtime)[:12]}"
 
     def exit_code(self, handle: LaunchHandle) -> int | None:
         try:
