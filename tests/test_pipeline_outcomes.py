@@ -81,3 +81,12 @@ def test_the_digest_dag_reads_the_run_named_by_the_asset_event(s3_env, bucket):
     assert digest["best"][0]["throughput_rps"] == pytest.approx(frame["throughput_rps"].max())
     markdown = store.get(f"eval/digests/dt={manifest['logical_date'][:10]}/{run_folder}.md").decode()
     assert "| mlp | 1 | custom/onnx |" in markdown
+
+
+def test_a_bucket_typo_fails_the_plan_step_before_any_conversion_or_server(s3_env, bucket):
+    dag_run = load_dag_module().serving_eval_dag.test(
+        run_conf=fast_conf("no-such-bucket-typo", concurrencies=[1]))
+    assert dag_run.state == "failed"
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert states["start"] == "failed"
+    assert all(states.get(task) in (None, "upstream_failed") for task in ("convert", "measure", "publish"))
