@@ -20,6 +20,7 @@ from tasks.measure import not_measured
 from tasks.metadata import collect_code_metadata, collect_host_metadata
 from tasks.plan import make_plan
 from tasks.publish import publish_run, safe_run_id
+from tasks.report import render_report
 from tasks.results import SCHEMA_VERSION, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.runtimes import cache_root
 from tasks.serve.launchers import LAUNCHERS
@@ -137,19 +138,24 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     config = RunConfig.from_params(started["config"])
     run = started["run"]
     frame = to_frame(collected["rows"])
+    parity = [c["parity"] for c in conversions if c and c.get("parity")]
+    regressions = regressions or {"schema_version": SCHEMA_VERSION, "regressions": 0, "records": []}
+    status = run_status(collected, validation)
+    report = render_report(collected["rows"], parity, validation, regressions,
+                           {"run_id": run["run_id"], "logical_date": run["logical_date"], "status": status})
     files = {
         "results.parquet": to_parquet_bytes(frame),
         "results.csv": to_csv_bytes(frame),
-        "parity.json": _json([c["parity"] for c in conversions if c and c.get("parity")]),
+        "parity.json": _json(parity),
         "validation.json": _json(validation),
-        "regressions.json": _json(regressions or {"schema_version": SCHEMA_VERSION, "regressions": 0, "records": []}),
+        "regressions.json": _json(regressions),
+        "report.html": report.encode(),
         "logs/sessions.json": _json(collected["timelines"]),
         "logs/conversions.json": _json(conversions),
         "plan.json": _json({k: started[k] for k in ("config", "conversions", "sessions")}),
     }
     for log in sorted((Path(run["run_dir"]) / "logs").glob("*.log")):
         files[f"logs/{log.name}"] = log.read_bytes()
-    status = run_status(collected, validation)
     store = result_store(config, conn)
     manifest = publish_run(store, run_id=run["run_id"], logical_date=run["logical_date"], files=files, status=status,
                            provenance={**run["code"], "host": run["host"], "config": config.to_dict()})
@@ -162,7 +168,7 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
         "validation_success": validation["success"], "failed_expectations": validation["failed_expectations"],
         "fail_on_cell_failure": config.fail_on_cell_failure, "fail_on_regression": config.fail_on_regression,
         "regressions": [{k: r[k] for k in ("model", "format", "server", "load", "metric", "change_pct") if k in r}
-                        for r in (regressions or {}).get("records", []) if r["verdict"] == "regression"],
+                        for r in regressions["records"] if r["verdict"] == "regression"],
         "aws_conn_id": config.aws_conn_id, "s3_prefix": config.s3_prefix, "run_id": run["run_id"],
         "logical_date": run["logical_date"],
     }

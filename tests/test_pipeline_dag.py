@@ -89,7 +89,10 @@ def test_dag_run_publishes_validated_results_one_server_at_a_time(run_dag, regis
     pointer, manifest = read_run(store)
     assert manifest["status"] == "complete"
     names = {o["name"] for o in manifest["objects"]}
-    assert {"results.parquet", "results.csv", "parity.json", "validation.json"} <= names
+    assert {"results.parquet", "results.csv", "parity.json", "validation.json", "regressions.json",
+            "report.html"} <= names
+    report = store.get(f"{manifest['prefix']}/report.html").decode()
+    assert "<h2>mlp</h2>" in report and "custom-twin" in report and "Throughput" in report
     verify_manifest(store, manifest)
 
     frame = results_frame(store, manifest)
