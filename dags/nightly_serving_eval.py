@@ -137,12 +137,9 @@ def nightly_serving_eval():
     @task(retries=1, map_index_template="{{ task.op_kwargs['conversion']['model'] }}."
                                         "{{ task.op_kwargs['conversion']['format'] }}")
     def convert(conversion: dict, started: dict) -> dict:
-        from tasks.config import RunConfig
-        from tasks.pipeline import convert_step, result_store
+        from tasks.pipeline import convert_in_run
 
-        config = RunConfig.from_params(started["config"])
-        conn = _connection(config.aws_conn_id)
-        return convert_step(conversion, conn=conn, store=result_store(config, conn) if config.share_artifacts else None)
+        return convert_in_run(conversion, started, _connection(started["config"]["aws_conn_id"]))
 
     @task(pool=HOST_POOL, max_active_tis_per_dag=1, map_index_template="{{ task.op_kwargs['session']['session_id'] }}")
     def measure(session: dict, started: dict, converted: list[dict]) -> dict:

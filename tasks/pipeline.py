@@ -78,6 +78,13 @@ def convert_step(conversion: dict, log=print, conn: ConnectionFields | None = No
                 "error": f"{type(exc).__name__}: {exc}"[:4000], "skipped": None}
 
 
+def convert_in_run(conversion: dict, started: dict, conn: ConnectionFields, log=print) -> dict:
+    """`convert_step` with the run's connection (s3:// sources) and, with share_artifacts, its store."""
+    config = RunConfig.from_params(started["config"])
+    store = result_store(config, conn) if config.share_artifacts else None
+    return convert_step(conversion, log=log, conn=conn, store=store)
+
+
 def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
     """One row per planned cell: rows the sessions returned, and `failed` rows for any session that died."""
     run = started["run"]
