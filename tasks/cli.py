@@ -137,23 +137,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """The pipeline's steps in order, in this process: what the DAG does, without a scheduler."""
     from tasks.config import RunConfig
-    from tasks.measure import measure_session
-    from tasks.pipeline import check_outcome, collect_results, convert_step, publish_step, start_run, validate_step
+    from tasks.pipeline import check_outcome, run_pipeline
     from tasks.results import to_frame
     from tasks.store import connection_from_env
 
     params = json.loads(args.conf or "{}")
-    config = RunConfig.from_params(params)
-    conn = connection_from_env(config.aws_conn_id)
+    conn = connection_from_env(RunConfig.from_params(params).aws_conn_id)
     now = datetime.now(UTC)
     run_id = args.run_id or f"cli__{now.strftime('%Y%m%dT%H%M%S')}"
-    started = start_run(params, run_id=run_id, logical_date=now.isoformat(), conn=conn)
-    converted = [convert_step(c) for c in started["conversions"]]
-    measured = [measure_session(s, converted, started["run"], config) for s in started["sessions"]]
-    collected = collect_results(started, measured)
-    validation = validate_step(started, collected, converted)
-    summary = publish_step(started, collected, converted, validation, conn)
-    print_summary(to_frame(collected["rows"]))
+    summary, rows = run_pipeline(params, run_id=run_id, logical_date=now.isoformat(), conn=conn)
+    print_summary(to_frame(rows))
     print(json.dumps(summary, indent=2))
     check_outcome(summary)
     return 0

@@ -209,3 +209,25 @@ def cleanup_run_dir(run_id: str) -> None:
 
 def _json(value: object) -> bytes:
     return json.dumps(value, indent=2, sort_keys=True, default=str).encode()
+
+
+def run_pipeline(params: dict, *, run_id: str, logical_date: str, conn: ConnectionFields) -> tuple[dict, list[dict]]:
+    """Every step in order in this process, as the DAG runs them: (publish summary, result rows).
+
+    Server sessions run one after another; leftovers of crashed runs are swept before, this run's after.
+    """
+    from tasks.measure import measure_session
+
+    sweep_leftovers()
+    try:
+        started = start_run(params, run_id=run_id, logical_date=logical_date, conn=conn)
+        config = RunConfig.from_params(started["config"])
+        converted = [convert_in_run(c, started, conn) for c in started["conversions"]]
+        measured = [measure_session(s, converted, started["run"], config) for s in started["sessions"]]
+        collected = collect_results(started, measured)
+        validation = validate_step(started, collected, converted)
+        regressions = regress_step(started, collected, converted, conn)
+        return publish_step(started, collected, converted, validation, conn, regressions), collected["rows"]
+    finally:
+        sweep_leftovers(run_id)
+        cleanup_run_dir(run_id)
