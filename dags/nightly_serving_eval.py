@@ -18,6 +18,7 @@ from tasks.config import (
     LAUNCHERS,
     MAX_BATCH_SIZE,
     MAX_READY_TIMEOUT_S,
+    PROTOCOLS,
     SSE_MODES,
     RunConfig,
     model_names,
@@ -72,6 +73,9 @@ def _connection(conn_id: str):
         "rates": Param(list(D.rates), type="array", minItems=1, items={"type": "number", "exclusiveMinimum": 0},
                        title="Rates, requests/s (open loop)", section="Load"),
         "arrival": Param(D.arrival, type="string", enum=list(ARRIVALS), title="Arrivals (open loop)", section="Load"),
+        "protocol": Param(D.protocol, type="string", enum=list(PROTOCOLS), title="Request protocol",
+                          description="default: each server's REST protocol; grpc: KServe v2 gRPC (Triton, KServe "
+                                      "only)", section="Load"),
         "duration_s": Param(D.duration_s, type="number", exclusiveMinimum=0, maximum=MAX_DURATION_S,
                             title="Measured seconds per load point", section="Load"),
         "warmup_s": Param(D.warmup_s, type="number", minimum=0, maximum=MAX_DURATION_S,

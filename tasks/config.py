@@ -18,6 +18,7 @@ from tasks.spec import catalogue
 LAUNCHERS = ("process", "docker")
 SSE_MODES = ("AES256", "aws:kms")
 ARRIVALS = ("constant", "poisson")
+PROTOCOLS = ("default", "grpc")  # default: the server's REST protocol; grpc: its KServe v2 gRPC (`grpc_protocol`)
 MAX_BATCH_SIZE = 1024
 MAX_READY_TIMEOUT_S = 1800
 
@@ -44,6 +45,7 @@ class RunConfig:
     concurrencies: tuple[int, ...] = (1, 4)
     rates: tuple[float, ...] = (50.0,)
     arrival: str = "constant"
+    protocol: str = "default"
     duration_s: float = 10.0
     warmup_s: float = 2.0
     window_s: float = 2.0
@@ -94,6 +96,7 @@ class RunConfig:
         one_of("device", DEVICES, many=False)
         one_of("mode", MODES, many=False)
         one_of("arrival", ARRIVALS, many=False)
+        one_of("protocol", PROTOCOLS, many=False)
         for b in self.batch_sizes or (0,):
             if not (isinstance(b, int) and 1 <= b <= MAX_BATCH_SIZE):
                 raise ConfigError("batch_sizes", b, f"each must be an integer from 1 to {MAX_BATCH_SIZE}")

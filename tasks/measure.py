@@ -11,16 +11,17 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from tasks.config import RunConfig
 from tasks.convert import Artifact
-from tasks.errors import ServingEvalError
+from tasks.errors import ConfigError, ServingEvalError
 from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.results import CELL_KEY, empty_row
-from tasks.serve.base import ServingOptions
+from tasks.serve.base import Endpoint, ServingOptions
 from tasks.serve.launchers import get_launcher
 from tasks.serve.servers import get_server
 from tasks.serve.session import server_session
@@ -50,6 +51,7 @@ def base_row(run: dict, cell: dict) -> dict:
     row.update(run["code"])
     row.update(run["host"])
     row.update({k: cell[k] for k in CELL_KEY})
+    row["protocol"] = cell.get("protocol")
     return row
 
 
@@ -108,6 +110,18 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
     return {"rows": rows, "timeline": timeline}
 
 
+def load_endpoint(live, protocol: str | None) -> Endpoint:
+    """Where the cell's protocol is spoken: the server's REST endpoint, or its "grpc" port for `grpc_protocol`."""
+    endpoint = live.endpoint
+    if protocol in (None, endpoint.protocol):
+        return endpoint
+    grpc_protocol = getattr(live.server, "grpc_protocol", None)
+    if protocol != grpc_protocol or "grpc" not in endpoint.ports:
+        raise ConfigError("protocol", protocol, f"server {live.server.name!r} speaks {endpoint.protocol!r}"
+                                                f"{f' or {grpc_protocol!r}' if grpc_protocol else ''}")
+    return replace(endpoint, port=endpoint.ports["grpc"], protocol=protocol)
+
+
 def server_counter(live):
     """The server's cumulative successful-request counter, where it exposes one (Triton), else None."""
     counts = getattr(live.server, "server_side_counts", None)
@@ -132,7 +146,8 @@ def _measure_cell(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus
         )
         counters = server_counter(live)
         with sampler_for(live.handle) as sampler:
-            measurement, _ = run_load_point(live.endpoint, spec, settings, workdir, arrival=config.arrival,
+            endpoint = load_endpoint(live, cell.get("protocol"))
+            measurement, _ = run_load_point(endpoint, spec, settings, workdir, arrival=config.arrival,
                                             cpus=gen_cpus, counters=counters)
         data = measurement.to_dict()
         row.update({k: data[k] for k in MEASUREMENT_COLUMNS})

@@ -1,6 +1,7 @@
 """The plan: a run config expanded into conversions and server sessions, each session holding its cells.
 
-A cell is one (model, format, server, launcher, device, batch size, mode, load) point. A session is one
+A cell is one (model, format, server, launcher, device, batch size, mode, load) point, measured over the
+protocol the run chose (`protocol`: the server's REST codec, or its KServe v2 gRPC one). A session is one
 server life: start, every load point of that server on that artifact, stop.
 """
 
@@ -12,7 +13,7 @@ from tasks.config import RunConfig
 from tasks.convert import check_conversion
 from tasks.convert.graph import reachable_formats
 from tasks.errors import ConfigError
-from tasks.serve.servers import get_server
+from tasks.serve.servers import get_server, server_names
 from tasks.spec import load_spec
 
 
@@ -56,19 +57,27 @@ def make_plan(config: RunConfig) -> Plan:
     per_model = {model: model_formats(model, config.formats) for model in config.models}
     for server_name in config.servers:
         server = get_server(server_name)
+        if config.protocol == "grpc" and not getattr(server, "grpc_protocol", None):
+            grpc_servers = [n for n in server_names() if getattr(get_server(n), "grpc_protocol", None)]
+            raise ConfigError("protocol", config.protocol,
+                              f"server {server_name!r} has no KServe v2 gRPC endpoint; 'grpc' needs every server to "
+                              f"be one of {grpc_servers} (or use protocol 'default')")
         if not any(f in server.formats for fmts in per_model.values() for f in fmts):
             raise ConfigError("servers", server_name,
                               f"serves formats {list(server.formats)}, none of the requested formats "
                               f"{list(config.formats)} that models {list(config.models)} can be converted to")
     for model in config.models:
         for server_name in config.servers:
-            served = [f for f in per_model[model] if f in get_server(server_name).formats]
+            server = get_server(server_name)
+            served = [f for f in per_model[model] if f in server.formats]
+            protocol = server.grpc_protocol if config.protocol == "grpc" else server.protocol
             for fmt in served:
                 if {"model": model, "format": fmt} not in conversions:
                     conversions.append({"model": model, "format": fmt})
                 cells = [
                     {"model": model, "format": fmt, "server": server_name, "launcher": config.launcher,
-                     "device": config.device, "batch_size": batch, "mode": config.mode, "load": load}
+                     "device": config.device, "batch_size": batch, "mode": config.mode, "load": load,
+                     "protocol": protocol}
                     for batch in config.batch_sizes for load in config.loads
                 ]
                 for cell in cells:

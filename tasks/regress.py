@@ -54,6 +54,20 @@ class Verdict:
         return asdict(self)
 
 
+def row_protocol(row: dict) -> str:
+    """The protocol a row was measured over; rows from before schema 1.1 used their server's REST codec.
+
+    Part of the comparison key: REST and gRPC figures of one cell are not comparable."""
+    if row.get("protocol"):
+        return str(row["protocol"])
+    from tasks.serve.servers import get_server
+
+    try:
+        return get_server(row["server"]).protocol
+    except Exception:  # noqa: BLE001 - a server no longer known: its old rows compare among themselves
+        return ""
+
+
 def host_fingerprint(row: dict) -> str:
     return "|".join(str(row.get(k)) for k in ("cpu_model", "cpu_count", "gpu_name"))
 
@@ -148,12 +162,12 @@ def detect_regressions(current_rows: list[dict], history_rows: list[dict],
     by_key: dict[tuple, list[dict]] = {}
     for row in sorted(history_rows, key=lambda r: (str(r.get("logical_date")), str(r.get("run_id")))):
         if row.get("status") == "ok":
-            by_key.setdefault((*[row[k] for k in CELL_KEY], host_fingerprint(row)), []).append(row)
+            by_key.setdefault((*[row[k] for k in CELL_KEY], row_protocol(row), host_fingerprint(row)), []).append(row)
     records = []
     for row in current_rows:
         if row.get("status") != "ok":
             continue
-        key = (*[row[k] for k in CELL_KEY], host_fingerprint(row))
+        key = (*[row[k] for k in CELL_KEY], row_protocol(row), host_fingerprint(row))
         past = by_key.get(key, [])
         for metric in metrics:
             current = row.get(metric)

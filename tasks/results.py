@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: the `protocol` column
 STATUSES = ("ok", "failed", "skipped")
 CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load")
 
@@ -21,6 +21,7 @@ COLUMNS: dict[str, str] = {
     "batch_size": "Int64", "mode": "string", "load": "Float64",
     # what was served
     "model_sha256": "string", "server_version": "string", "runtime_image": "string", "engine": "string",
+    "protocol": "string",  # the codec spoken (kserve_v2_rest, kserve_v2_grpc...); rows before 1.1: the server's REST
     # host
     "hostname": "string", "cpu_model": "string", "cpu_count": "Int64", "gpu_name": "string", "gpu_driver": "string",
     # load outcome

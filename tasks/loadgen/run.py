@@ -6,6 +6,9 @@ connections and reports ready; the parent then hands all of them the same start 
 system-wide), so their recordings share t0 and merge by concatenation: the merged percentiles are exact,
 and each worker's HDR histogram adds up to the merged one bucket for bucket.
 
+The codec's `transport` picks the engine: `engine.py` (lean HTTP/1.1) or `grpc_engine.py` (grpc.aio, for
+KServe v2 gRPC on the endpoint's "grpc" port); both write the same `Recording`.
+
 Where the server has its own request counter (`counters`), the parent scrapes it at the start and end of the
 measured time and before/after the whole load point, so the server-side throughput is recorded next to the
 client's over the same window.
@@ -27,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tasks.errors import LoadTestError
-from tasks.loadgen.engine import Recording, arrival_schedule_ns, closed_loop, open_loop
+from tasks.loadgen.engine import Recording, arrival_schedule_ns
 from tasks.loadgen.measurement import Measurement, ServerCounts, summarize
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import OK
@@ -215,11 +218,15 @@ def generate(job: dict, worker: int = 0, start_ns=None) -> Recording:
     codec = make_codec(job, settings)
     share = worker_share(settings, worker)
     runner = event_loop_runner()
+    if codec.transport == "grpc":
+        from tasks.loadgen import grpc_engine as engine
+    else:
+        from tasks.loadgen import engine
     if settings.mode == "concurrency":
-        return runner(closed_loop(job["host"], job["port"], codec, settings, start_ns=start_ns,
-                                  concurrency=share["concurrency"]))
+        return runner(engine.closed_loop(job["host"], job["port"], codec, settings, start_ns=start_ns,
+                                         concurrency=share["concurrency"]))
     schedule = arrival_schedule_ns(settings, seed=share["seed"], stride=share["stride"], offset=share["offset"])
-    return runner(open_loop(job["host"], job["port"], codec, settings, start_ns=start_ns, schedule_ns=schedule))
+    return runner(engine.open_loop(job["host"], job["port"], codec, settings, start_ns=start_ns, schedule_ns=schedule))
 
 
 async def _barrier() -> int:

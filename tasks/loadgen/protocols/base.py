@@ -20,6 +20,7 @@ FULL_CHECK_EVERY = 64
 
 class Codec(ABC):
     name: ClassVar[str]
+    transport: ClassVar[str] = "http"  # the engine that carries it: "http" (engine.py) or "grpc" (grpc_engine.py)
     _large_seen = 0
 
     def __init__(self, host: str, port: int, model_name: str, inputs: dict[str, np.ndarray],

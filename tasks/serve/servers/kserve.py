@@ -34,6 +34,7 @@ class KServeServer(Server):
     name = "kserve"
     runtime = "kserve"
     protocol = "kserve_v2_rest"
+    grpc_protocol = "kserve_v2_grpc"  # on the "grpc" port, with Param protocol=grpc
     formats = ("onnx", "torchscript")
     engines = {"onnx": "onnxruntime", "torchscript": "torchscript"}
     port_names = ("http", "grpc")

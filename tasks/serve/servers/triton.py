@@ -115,6 +115,7 @@ class TritonServer(Server):
     name = "triton"
     runtime = "triton"
     protocol = "kserve_v2_rest"
+    grpc_protocol = "kserve_v2_grpc"  # on the "grpc" port, with Param protocol=grpc
     formats = ("onnx", "torchscript", "savedmodel", "tensorrt")
     engines = {"onnx": "onnxruntime", "torchscript": "libtorch", "savedmodel": "tensorflow",
                "tensorrt": "tensorrt"}

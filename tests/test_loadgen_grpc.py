@@ -1,0 +1,169 @@
+"""KServe v2 gRPC in the load generator: the request encoding and response check against tritonclient (no
+server), the `protocol` run input and plan rule, and closed/open loop over gRPC against a real Triton."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from tasks.config import RunConfig
+from tasks.errors import ConfigError
+from tasks.loadgen.protocols import get_codec
+from tasks.loadgen.protocols.base import BAD_RESPONSE, CONNECTION, HTTP_STATUS, OK, TIMEOUT
+from tasks.loadgen.protocols.kserve_v2_grpc import decode_response
+from tasks.measure import load_endpoint
+from tasks.plan import make_plan
+from tasks.serve.base import Endpoint
+
+READY_TIMEOUT_S = 90.0
+SHORT = {"duration_s": 2.0, "warmup_s": 0.5, "window_s": 0.5}
+INPUTS = {"input": np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32),
+          "ids": np.arange(16, dtype=np.int64).reshape(8, 2)}
+
+
+def _codec(model_name: str = "mlp", shapes: dict | None = None):
+    return get_codec("kserve_v2_grpc")("127.0.0.1", 1, model_name, INPUTS, shapes or {"output": (8, 10)})
+
+
+def test_request_is_tritonclients_own_encoding_and_round_trips():
+    from tritonclient.grpc import InferInput, service_pb2
+    from tritonclient.grpc._utils import _get_inference_request
+
+    ours = _codec().request_bytes()
+    theirs = []
+    for name, array in INPUTS.items():
+        infer_input = InferInput(name, list(array.shape), "FP32" if array.dtype == np.float32 else "INT64")
+        infer_input.set_data_from_numpy(array)
+        theirs.append(infer_input)
+    reference = _get_inference_request("mlp", theirs, "", "", None, 0, False, False, 0, None, None)
+    assert ours == reference.SerializeToString()
+    request = service_pb2.ModelInferRequest.FromString(ours)
+    assert request.model_name == "mlp" and [i.name for i in request.inputs] == list(INPUTS)
+    for tensor, raw, (name, array) in zip(request.inputs, request.raw_input_contents, INPUTS.items(), strict=True):
+        assert tuple(tensor.shape) == array.shape
+        np.testing.assert_array_equal(np.frombuffer(raw, array.dtype).reshape(tensor.shape), array, err_msg=name)
+
+
+def _response(shape: tuple[int, ...], raw: bool = True) -> bytes:
+    from tritonclient.grpc import service_pb2
+
+    values = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    response = service_pb2.ModelInferResponse(model_name="mlp")
+    out = response.outputs.add(name="output", datatype="FP32", shape=list(shape))
+    if raw:
+        response.raw_output_contents.append(values.tobytes())
+    else:
+        out.contents.fp32_contents.extend(values.ravel().tolist())
+    return response.SerializeToString()
+
+
+def test_response_checked_and_decoded_like_tritonclient():
+    from tritonclient.grpc import InferResult, service_pb2
+
+    codec = _codec()
+    body = _response((8, 10))
+    assert codec.check(0, body) == OK
+    expected = InferResult(service_pb2.ModelInferResponse.FromString(body)).as_numpy("output")
+    np.testing.assert_array_equal(codec.decode(body)["output"], expected)
+    np.testing.assert_array_equal(decode_response(service_pb2.ModelInferResponse.FromString(
+        _response((8, 10), raw=False)))["output"], expected)  # typed contents instead of raw bytes
+    assert codec.check(0, _response((4, 10))) == BAD_RESPONSE  # wrong batch axis: an error, not a success
+    assert codec.check(0, b"\xff\xff\xff") == BAD_RESPONSE
+    assert codec.check(0, service_pb2.ModelInferResponse(model_name="mlp").SerializeToString()) == BAD_RESPONSE
+
+
+@pytest.mark.parametrize(("status", "kind"), [
+    ("OK", OK), ("NOT_FOUND", HTTP_STATUS), ("INVALID_ARGUMENT", HTTP_STATUS), ("INTERNAL", HTTP_STATUS),
+    ("DEADLINE_EXCEEDED", TIMEOUT), ("UNAVAILABLE", CONNECTION)])
+def test_grpc_status_codes_map_to_error_kinds(status, kind):
+    import grpc
+
+    code = getattr(grpc.StatusCode, status).value[0]
+    assert _codec().check(code, _response((8, 10)) if code == 0 else b"") == kind
+
+
+def test_unsupported_dtype_names_input_and_rule():
+    codec = get_codec("kserve_v2_grpc")("127.0.0.1", 1, "m", {"text": np.array(["a"], dtype=object)}, {})
+    with pytest.raises(ValueError, match="input 'text' dtype='object': must be one of"):
+        codec.request_bytes()
+
+
+def test_protocol_grpc_is_planned_for_grpc_servers_and_refused_for_others():
+    plan = make_plan(RunConfig.from_params({"servers": ["triton", "kserve"], "protocol": "grpc"}))
+    assert {c["protocol"] for c in plan.cells} == {"kserve_v2_grpc"}
+    assert {c["protocol"] for c in make_plan(RunConfig.from_params({"servers": ["triton"]})).cells} == {
+        "kserve_v2_rest"}
+    with pytest.raises(ConfigError, match="protocol='grpc': server 'custom' has no KServe v2 gRPC endpoint"):
+        make_plan(RunConfig.from_params({"servers": ["triton", "custom"], "protocol": "grpc"}))
+    with pytest.raises(ConfigError, match="protocol='http2'"):
+        RunConfig.from_params({"protocol": "http2"})
+
+
+def test_load_endpoint_is_the_grpc_port_for_the_grpc_protocol():
+    from tasks.serve.servers import get_server
+
+    endpoint = Endpoint("127.0.0.1", 8000, "mlp", "kserve_v2_rest", {"http": 8000, "grpc": 8001})
+    live = SimpleNamespace(endpoint=endpoint, server=get_server("triton"))
+    assert load_endpoint(live, "kserve_v2_rest") is endpoint
+    grpc_endpoint = load_endpoint(live, "kserve_v2_grpc")
+    assert (grpc_endpoint.port, grpc_endpoint.protocol) == (8001, "kserve_v2_grpc")
+    with pytest.raises(ConfigError, match="server 'custom' speaks 'kserve_v2_rest'"):
+        load_endpoint(SimpleNamespace(endpoint=endpoint, server=get_server("custom")), "kserve_v2_grpc")
+
+
+@pytest.fixture(scope="module")
+def triton_grpc(mlp_onnx, mlp_spec, tmp_path_factory):
+    """One Triton for the gRPC load tests: (server, live session, gRPC endpoint)."""
+    from dataclasses import replace
+
+    from tasks.serve.launchers.process import ProcessLauncher
+    from tasks.serve.servers.triton import TritonServer
+    from tasks.serve.session import server_session
+
+    server = TritonServer()
+    log_dir = tmp_path_factory.mktemp("logs")
+    with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(), run_id="test-loadgen-grpc",
+                        cell_id="loadgen-triton-grpc", log_dir=log_dir, ready_timeout_s=READY_TIMEOUT_S) as live:
+        yield server, live, replace(live.endpoint, port=live.endpoint.ports["grpc"], protocol=server.grpc_protocol)
+
+
+@pytest.mark.integration
+def test_triton_grpc_closed_and_open_loop_counts_agree_with_server(triton_grpc, mlp_spec, tmp_path):
+    """Expected request counts over gRPC, and Triton's nv_inference_request_success within 2% of the client's."""
+    from tasks.loadgen.engine import Recording
+    from tasks.loadgen.run import run_load_point
+    from tasks.loadgen.settings import LoadSettings
+    from tests.test_loadgen_servers import _check_counts
+
+    server, live, endpoint = triton_grpc
+
+    def counter() -> float:
+        return server.server_side_counts(live.endpoint)["nv_inference_request_success"]
+
+    for i, settings in enumerate((LoadSettings(mode="concurrency", load=4, **SHORT),
+                                  LoadSettings(mode="rate", load=100, arrival="poisson", seed=5, **SHORT))):
+        measurement, path = run_load_point(endpoint, mlp_spec, settings, tmp_path / str(i), counters=counter)
+        _check_counts(measurement, settings)
+        assert measurement.latency_from == ("sent" if settings.mode == "concurrency" else "scheduled")
+        assert measurement.server_requests == pytest.approx(measurement.server_client_requests, rel=0.02)
+        recording = Recording.load(str(path))
+        assert Path(path).exists() and (recording.codes == OK).all()
+
+
+@pytest.mark.integration
+def test_triton_grpc_unknown_model_counts_not_found_as_errors(triton_grpc, mlp_spec, tmp_path):
+    """Every call to a model Triton does not have fails with NOT_FOUND: counted by kind, no latency figures."""
+    from dataclasses import replace
+
+    from tasks.loadgen.run import run_load_point
+    from tasks.loadgen.settings import LoadSettings
+
+    _, _, endpoint = triton_grpc
+    settings = LoadSettings(mode="concurrency", load=2, duration_s=1.0, warmup_s=0.2, window_s=0.5)
+    measurement, _ = run_load_point(replace(endpoint, model_name="no_such_model"), mlp_spec, settings, tmp_path)
+    assert measurement.requests > 0 and measurement.errors == measurement.requests
+    assert measurement.errors_by_kind == {"http_status": measurement.requests}
+    assert measurement.latency_ms_p99 is None and measurement.throughput_rps == 0
