@@ -15,6 +15,7 @@ from airflow.sdk import Asset, Param, dag, get_current_context, setup, task, tea
 
 from tasks.config import (
     ARRIVALS,
+    CONCURRENCY_SWEEPS,
     LAUNCHERS,
     MAX_BATCH_SIZE,
     MAX_READY_TIMEOUT_S,
@@ -72,6 +73,16 @@ def _connection(conn_id: str):
                                title="Concurrencies (closed loop)", section="Load"),
         "rates": Param(list(D.rates), type="array", minItems=1, items={"type": "number", "exclusiveMinimum": 0},
                        title="Rates, requests/s (open loop)", section="Load"),
+        "concurrency_sweep": Param(D.concurrency_sweep, type="string", enum=list(CONCURRENCY_SWEEPS),
+                                   title="Concurrency sweep (closed loop)",
+                                   description="list: each concurrency; doubling: from 1 up to max(concurrencies), "
+                                               "stopping when p99 > p99_bound_ms or throughput stops rising",
+                                   section="Load"),
+        "rate_search": Param(D.rate_search, type="boolean", title="Rate search (open loop)",
+                             description="the highest rate with p99 <= p99_bound_ms, doubling from min(rates) "
+                                         "then bisecting (MLPerf Server style)", section="Load"),
+        "p99_bound_ms": Param(D.p99_bound_ms, type=["null", "number"], exclusiveMinimum=0,
+                              title="p99 bound of the sweeps, ms", section="Load"),
         "arrival": Param(D.arrival, type="string", enum=list(ARRIVALS), title="Arrivals (open loop)", section="Load"),
         "protocol": Param(D.protocol, type="string", enum=list(PROTOCOLS), title="Request protocol",
                           description="default: each server's REST protocol; grpc: KServe v2 gRPC (Triton, KServe "

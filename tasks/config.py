@@ -18,6 +18,7 @@ from tasks.spec import catalogue
 LAUNCHERS = ("process", "docker")
 SSE_MODES = ("AES256", "aws:kms")
 ARRIVALS = ("constant", "poisson")
+CONCURRENCY_SWEEPS = ("list", "doubling")  # list: a cell per concurrency; doubling: one sweep cell (loadgen/sweep.py)
 PROTOCOLS = ("default", "grpc")  # default: the server's REST protocol; grpc: its KServe v2 gRPC (`grpc_protocol`)
 MAX_BATCH_SIZE = 1024
 MAX_READY_TIMEOUT_S = 1800
@@ -46,6 +47,9 @@ class RunConfig:
     rates: tuple[float, ...] = (50.0,)
     arrival: str = "constant"
     protocol: str = "default"
+    concurrency_sweep: str = "list"  # doubling: from `workers` up to max(concurrencies), stopped by p99/throughput
+    rate_search: bool = False  # open loop: the highest rate with p99 <= p99_bound_ms, from min(rates)
+    p99_bound_ms: float | None = None  # the sweeps' latency bound (required by rate_search)
     duration_s: float = 10.0
     warmup_s: float = 2.0
     window_s: float = 2.0
@@ -97,6 +101,12 @@ class RunConfig:
         one_of("mode", MODES, many=False)
         one_of("arrival", ARRIVALS, many=False)
         one_of("protocol", PROTOCOLS, many=False)
+        one_of("concurrency_sweep", CONCURRENCY_SWEEPS, many=False)
+        bound = self.p99_bound_ms
+        if bound is not None and not (isinstance(bound, (int, float)) and bound > 0):
+            raise ConfigError("p99_bound_ms", self.p99_bound_ms, "must be > 0 ms or null")
+        if self.rate_search and self.mode == "rate" and self.p99_bound_ms is None:
+            raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when rate_search is on")
         for b in self.batch_sizes or (0,):
             if not (isinstance(b, int) and 1 <= b <= MAX_BATCH_SIZE):
                 raise ConfigError("batch_sizes", b, f"each must be an integer from 1 to {MAX_BATCH_SIZE}")
@@ -128,6 +138,15 @@ class RunConfig:
             raise ConfigError("s3_kms_key_id", self.s3_kms_key_id, "must name a KMS key when s3_sse is 'aws:kms'")
         if not self.aws_conn_id:
             raise ConfigError("aws_conn_id", self.aws_conn_id, "must name an Airflow connection")
+
+    @property
+    def sweep_mode(self) -> str | None:
+        """The cell mode of this run's sweep ("concurrency-sweep", "rate-search"), or None for listed loads."""
+        if self.mode == "concurrency" and self.concurrency_sweep == "doubling":
+            return "concurrency-sweep"
+        if self.mode == "rate" and self.rate_search:
+            return "rate-search"
+        return None
 
     @property
     def loads(self) -> tuple[float, ...]:

@@ -17,9 +17,12 @@ from pathlib import Path
 from tasks.config import RunConfig
 from tasks.convert import Artifact
 from tasks.errors import ConfigError, ServingEvalError
+from tasks.loadgen.measurement import Measurement
 from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
+from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
+from tasks.plan import SWEEP_MODES
 from tasks.results import CELL_KEY, empty_row
 from tasks.serve.base import Endpoint, ServingOptions
 from tasks.serve.launchers import get_launcher
@@ -89,6 +92,7 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
                 "timeline": timeline}
     gen_cpus, server_cpus = split_cpus(config.pin_cpus)
     rows: list[dict] = []
+    measured: set[str] = set()  # cell ids whose rows are in `rows` (a sweep cell has one row per point)
     served = {"model_sha256": artifact.sha256, "engine": server.engines.get(artifact.format)}
     log_dir = Path(run["run_dir"]) / "logs"
     try:
@@ -97,16 +101,18 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
                             log_dir=log_dir, ready_timeout_s=config.ready_timeout_s, cpus=server_cpus,
                             timeline=timeline) as live:
             for cell in cells:
-                rows.append(_measure_cell(run, cell, live, spec, config, gen_cpus, served, timeline))
+                if cell["mode"] in SWEEP_MODES:
+                    rows += _measure_sweep(run, cell, live, spec, config, gen_cpus, served, timeline)
+                else:
+                    rows.append(_measure_cell(run, cell, live, spec, config, gen_cpus, served, timeline))
+                measured.add(cell["cell_id"])
                 code = launcher.exit_code(live.handle)
                 if code is not None:
                     raise ServingEvalError(f"server {server.name} exited with code {code} during the load test; "
                                            f"log tail:\n{launcher.log_tail(live.handle)}")
     except Exception as exc:  # noqa: BLE001 - any failure becomes the reason of the cells not yet measured
         reason = f"{type(exc).__name__}: {exc}"
-        done = {(r["batch_size"], r["load"]) for r in rows}
-        rows += [not_measured(run, c, "failed", reason, **served) for c in cells
-                 if (c["batch_size"], c["load"]) not in done]
+        rows += [not_measured(run, c, "failed", reason, **served) for c in cells if c["cell_id"] not in measured]
     return {"rows": rows, "timeline": timeline}
 
 
@@ -130,20 +136,69 @@ def server_counter(live):
     return lambda: counts(live.endpoint)["nv_inference_request_success"]
 
 
+class _SweepStopped(Exception):
+    """A sweep's point failed (its row says why): the sweep ends there."""
+
+
+def _measure_sweep(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
+                   served: dict, timeline: dict) -> list[dict]:
+    """A sweep cell: one row per load point it ran (mode and load of the point), the stop rule in the timeline."""
+    rows: list[dict] = []
+
+    def run_point(settings: LoadSettings) -> Measurement:
+        load = float(settings.load)
+        point = {**cell, "mode": settings.mode, "load": load, "cell_id": f"{cell['cell_id']}@{load:g}"}
+        row, measurement = _measure_point(run, point, live, spec, config, gen_cpus, served, timeline)
+        rows.append(row)
+        if measurement is None or row["status"] != "ok":
+            raise _SweepStopped(row["reason"])
+        return measurement
+
+    first_load = config.workers if cell["mode"] == "concurrency-sweep" else cell["load"]
+    base = load_settings({**cell, "mode": SWEEP_MODES[cell["mode"]], "load": first_load}, config)
+    events = timeline["cells"].setdefault(cell["cell_id"], {})
+    try:
+        if cell["mode"] == "concurrency-sweep":
+            result = concurrency_sweep(run_point, base, start=config.workers, max_concurrency=int(cell["load"]),
+                                       p99_bound_ms=config.p99_bound_ms)
+        else:
+            result = rate_sweep(run_point, base, start_rps=cell["load"], p99_bound_ms=config.p99_bound_ms)
+        events["sweep"] = {"stop_reason": result.stop_reason, "best_load": result.best_load, "points": len(rows)}
+    except _SweepStopped as exc:
+        events["sweep"] = {"stop_reason": f"a point failed: {exc}"[:500], "best_load": None, "points": len(rows)}
+    except Exception as exc:  # noqa: BLE001 - e.g. bad sweep bounds: the sweep cell fails, the session goes on
+        reason = f"{type(exc).__name__}: {exc}"
+        events["sweep"] = {"stop_reason": reason[:500], "best_load": None, "points": len(rows)}
+        if not rows:
+            return [not_measured(run, cell, "failed", reason, **served)]
+    return rows
+
+
+def load_settings(cell: dict, config: RunConfig) -> LoadSettings:
+    return LoadSettings(
+        mode=cell["mode"], load=cell["load"], batch_size=cell["batch_size"], duration_s=config.duration_s,
+        warmup_s=config.warmup_s, window_s=config.window_s, stability_pct=config.stability_pct,
+        request_timeout_s=config.request_timeout_s, stop_when_stable=config.stop_when_stable,
+        min_windows=config.min_windows, workers=config.workers,
+    )
+
+
 def _measure_cell(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
                   served: dict, timeline: dict) -> dict:
+    return _measure_point(run, cell, live, spec, config, gen_cpus, served, timeline)[0]
+
+
+def _measure_point(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
+                   served: dict, timeline: dict) -> tuple[dict, Measurement | None]:
+    """One load point: its row, and its measurement when the load point ran."""
+    measurement = None
     row = base_row(run, cell)
     row.update(served, server_version=live.server_version, startup_s=live.startup_s, runtime_image=live.runtime_image)
     events = timeline["cells"].setdefault(cell["cell_id"], {})
     events["load_begin"] = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="serving-eval-load-"))
     try:
-        settings = LoadSettings(
-            mode=cell["mode"], load=cell["load"], batch_size=cell["batch_size"], duration_s=config.duration_s,
-            warmup_s=config.warmup_s, window_s=config.window_s, stability_pct=config.stability_pct,
-            request_timeout_s=config.request_timeout_s, stop_when_stable=config.stop_when_stable,
-            min_windows=config.min_windows, workers=config.workers,
-        )
+        settings = load_settings(cell, config)
         counters = server_counter(live)
         with sampler_for(live.handle) as sampler:
             endpoint = load_endpoint(live, cell.get("protocol"))
@@ -165,4 +220,4 @@ def _measure_cell(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         events["load_end"] = time.time()
-    return row
+    return row, measurement

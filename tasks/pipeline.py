@@ -18,7 +18,7 @@ from tasks.convert import ConversionSkipped, convert
 from tasks.errors import ServingEvalError
 from tasks.measure import not_measured
 from tasks.metadata import collect_code_metadata, collect_host_metadata
-from tasks.plan import make_plan
+from tasks.plan import expected_rows, make_plan, rows_of
 from tasks.publish import publish_run, safe_run_id
 from tasks.report import render_report
 from tasks.results import SCHEMA_VERSION, to_csv_bytes, to_frame, to_parquet_bytes
@@ -93,10 +93,9 @@ def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
         if out:
             rows += out["rows"]
             timelines.append(out["timeline"])
-    seen = {(r["model"], r["format"], r["server"], r["batch_size"], r["load"]) for r in rows}
     for session in started["sessions"]:
         for cell in session["cells"]:
-            if (cell["model"], cell["format"], cell["server"], cell["batch_size"], cell["load"]) not in seen:
+            if not rows_of(cell, rows):
                 reason = "the server session task failed before returning results"
                 rows.append(not_measured(run, cell, "failed", reason))
     finished = now_iso()
@@ -109,7 +108,7 @@ def validate_step(started: dict, collected: dict, conversions: list[dict]) -> di
     from tasks.validate import validate_run
 
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
-    expected = sum(len(s["cells"]) for s in started["sessions"])
+    expected = expected_rows(started["sessions"], collected["rows"])  # a sweep cell: one row per measured point
     return validate_run(to_frame(collected["rows"]), parity, expected)
 
 

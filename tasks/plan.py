@@ -16,6 +16,29 @@ from tasks.errors import ConfigError
 from tasks.serve.servers import get_server, server_names
 from tasks.spec import load_spec
 
+# A sweep cell (Params concurrency_sweep=doubling, rate_search) is one planned cell whose rows are the points
+# it measured, each with the point's mode and load; its own `load` is the sweep's bound (the largest
+# concurrency) or start (the smallest rate). How many points it runs is only known after it ran.
+SWEEP_MODES = {"concurrency-sweep": "concurrency", "rate-search": "rate"}
+SWEEP_GROUP = ("model", "format", "server", "launcher", "device", "batch_size")
+
+
+def rows_of(cell: dict, rows: list[dict]) -> list[dict]:
+    """The rows a planned cell produced: its own row, or a sweep's rows (same model, format, server, launcher,
+    device and batch size, with the sweep's mode or its points' mode)."""
+    if cell["mode"] not in SWEEP_MODES:
+        return [r for r in rows if all(r[k] == cell[k] for k in ("model", "format", "server", "batch_size", "load"))]
+    modes = (cell["mode"], SWEEP_MODES[cell["mode"]])
+    return [r for r in rows if r["mode"] in modes and all(r[k] == cell[k] for k in SWEEP_GROUP)]
+
+
+def expected_rows(sessions: list[dict], rows: list[dict]) -> int:
+    """Rows the plan accounts for: one per listed cell; per sweep cell, the rows of the points it measured (at
+    least one: a sweep that produced none still owes its failed row). Validation compares this with the table's
+    row count, and the cell key's uniqueness catches a point recorded twice."""
+    return sum(1 if c["mode"] not in SWEEP_MODES else max(1, len(rows_of(c, rows)))
+               for s in sessions for c in s["cells"])
+
 
 def cell_id(cell: dict) -> str:
     load = cell["load"]
@@ -55,6 +78,11 @@ def make_plan(config: RunConfig) -> Plan:
     conversions: list[dict] = []
     sessions: list[dict] = []
     per_model = {model: model_formats(model, config.formats) for model in config.models}
+    mode, loads = config.mode, config.loads
+    if config.sweep_mode == "concurrency-sweep":
+        mode, loads = config.sweep_mode, (float(max(config.concurrencies)),)
+    elif config.sweep_mode == "rate-search":
+        mode, loads = config.sweep_mode, (float(min(config.rates)),)
     for server_name in config.servers:
         server = get_server(server_name)
         if config.protocol == "grpc" and not getattr(server, "grpc_protocol", None):
@@ -76,9 +104,9 @@ def make_plan(config: RunConfig) -> Plan:
                     conversions.append({"model": model, "format": fmt})
                 cells = [
                     {"model": model, "format": fmt, "server": server_name, "launcher": config.launcher,
-                     "device": config.device, "batch_size": batch, "mode": config.mode, "load": load,
+                     "device": config.device, "batch_size": batch, "mode": mode, "load": load,
                      "protocol": protocol}
-                    for batch in config.batch_sizes for load in config.loads
+                    for batch in config.batch_sizes for load in loads
                 ]
                 for cell in cells:
                     cell["cell_id"] = cell_id(cell)
