@@ -53,3 +53,49 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_sweep_of_all_runs_ends_leftovers_of_dead_tasks_only(tmp_path):
+    """A server whose starting task died is a leftover; one whose task still runs is not (another live run)."""
+    import json
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tasks.serve.base import RunSpec
+    from tasks.serve.launchers.process import ProcessLauncher
+    from tasks.serve.session import free_port
+    from tests.dagrun import REPO
+
+    def spec() -> RunSpec:
+        port = free_port()
+        return RunSpec(runtime="custom", argv=("python", "-m", "http.server", str(port), "--bind", "127.0.0.1"),
+                       ports={"http": port})
+
+    orphan_code = """
+import json, os, sys
+from pathlib import Path
+from tasks.serve.base import RunSpec
+from tasks.serve.launchers.process import ProcessLauncher
+spec = RunSpec(**json.loads(sys.argv[1]))
+work = Path(sys.argv[2]); work.mkdir()
+handle = ProcessLauncher().start(spec, run_id="crashed-run", cell_id="c", workdir=work, log_path=work / "log")
+print(handle.pid, flush=True)
+os._exit(0)  # the task dies without stopping its server
+"""
+    orphan_spec = spec()
+    out = subprocess.run([sys.executable, "-c", orphan_code, json.dumps({**orphan_spec.__dict__}), str(tmp_path / "o")],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    orphan_pid = int(out.stdout.split()[0])
+    launcher = ProcessLauncher()
+    (tmp_path / "m").mkdir()
+    mine = launcher.start(spec(), run_id="live-run", cell_id="c", workdir=tmp_path / "m", log_path=tmp_path / "m.log")
+    try:
+        swept = launcher.sweep()  # what a run's setup task does: no run id
+        assert [h.pid for h in swept] == [orphan_pid]
+        assert not psutil.pid_exists(orphan_pid) or psutil.Process(orphan_pid).status() == psutil.STATUS_ZOMBIE
+        assert launcher.exit_code(mine) is None  # the live task's server still runs
+    finally:
+        launcher.stop(mine)

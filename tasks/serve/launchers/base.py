@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tasks.runtimes import cache_root
@@ -28,6 +29,8 @@ class LaunchHandle:
     shm_before: tuple[str, ...] = ()  # /dev/shm entries that existed before start (not ours to remove)
     cleanup_globs: tuple[str, ...] = ()  # RunSpec.cleanup_globs of the server
     cleanup_before: tuple[str, ...] = ()  # entries matching them before start (not ours to remove)
+    owner_pid: int = 0  # the process that started the server (an Airflow task): alive means not a leftover
+    owner_create_time: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -49,6 +52,11 @@ def safe_name(text: str) -> str:
 
 
 def record_handle(handle: LaunchHandle) -> Path:
+    """Write the handle where a sweep finds it, stamped with the process that started the server."""
+    if not handle.owner_pid:
+        import psutil
+
+        handle = replace(handle, owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time())
     directory = handles_dir(handle.run_id)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{safe_name(handle.cell_id)}-{handle.pid or handle.container_id[:12]}.json"
@@ -63,6 +71,16 @@ def forget_handle(handle: LaunchHandle) -> None:
         directory.rmdir()
     except OSError:
         pass  # other handles of the run are still live
+
+
+def owner_alive(handle: LaunchHandle) -> bool:
+    """True while the process that started the server still runs (so the server is not a leftover)."""
+    import psutil
+
+    try:
+        return abs(psutil.Process(handle.owner_pid).create_time() - handle.owner_create_time) < 0.01
+    except (psutil.Error, ValueError):
+        return False
 
 
 def recorded_handles(run_id: str | None = None) -> list[LaunchHandle]:
@@ -102,10 +120,11 @@ class Launcher(ABC):
             return f.read().decode(errors="replace")
 
     def sweep(self, run_id: str | None = None) -> list[LaunchHandle]:
-        """Stop every recorded server of `run_id` (all runs when None) that this launcher started."""
+        """Stop every recorded server of `run_id` that this launcher started; with no run id, the leftovers of
+        any run whose starting process is gone (a crashed task), never a server another live task is using."""
         swept = []
         for handle in recorded_handles(run_id):
-            if handle.launcher == self.name:
+            if handle.launcher == self.name and (run_id is not None or not owner_alive(handle)):
                 self.stop(handle, grace_s=5.0)
                 swept.append(handle)
         return swept

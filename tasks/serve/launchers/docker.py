@@ -20,7 +20,15 @@ from pathlib import Path
 
 from tasks.errors import ConfigError, ServerStartError
 from tasks.serve.base import DEVICES, RunSpec
-from tasks.serve.launchers.base import Launcher, LaunchHandle, forget_handle, record_handle, recorded_handles, safe_name
+from tasks.serve.launchers.base import (
+    Launcher,
+    LaunchHandle,
+    forget_handle,
+    owner_alive,
+    record_handle,
+    recorded_handles,
+    safe_name,
+)
 
 LABEL_RUN_ID = "serving-eval.run_id"
 LABEL_CELL_ID = "serving-eval.cell_id"
@@ -186,7 +194,8 @@ class DockerLauncher(Launcher):
         Without a reachable engine there is nothing this launcher can remove: recorded handles are kept for
         a later sweep and an empty list is returned, so a run-level teardown on a host without Docker passes.
         """
-        mine = [h for h in recorded_handles(run_id) if h.launcher == self.name]
+        mine = [h for h in recorded_handles(run_id)
+                if h.launcher == self.name and (run_id is not None or not owner_alive(h))]
         try:
             client = self.client
         except LauncherUnavailable as exc:
@@ -197,8 +206,10 @@ class DockerLauncher(Launcher):
         for handle in mine:
             self.stop(handle, grace_s=5.0)
             swept.append(handle)
+        if run_id is None:  # labels cannot tell a live run's containers from leftovers: recorded handles only
+            return swept
         seen = {h.container_id for h in swept}
-        label = f"{LABEL_RUN_ID}={run_id}" if run_id else LABEL_RUN_ID
+        label = f"{LABEL_RUN_ID}={run_id}"
         for container in client.containers.list(all=True, filters={"label": label}):
             if container.id in seen:
                 continue
