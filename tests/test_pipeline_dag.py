@@ -136,7 +136,7 @@ def test_server_crashing_at_startup_fails_fast_and_run_is_partial(run_dag, regis
     assert frame.loc["custom", "status"] == "ok"
     crashed = frame.loc["custom-crashing"]
     assert crashed["status"] == "failed"
-    assert "exited with code" in crashed["reason"] and "no .onnx model" in crashed["reason"]  # the log's tail
+    assert "exited with code" in crashed["reason"] and "does not exist" in crashed["reason"]  # the log's tail
     timelines = {t["server"]: t for t in read_json_object(store, manifest, "logs/sessions.json")}
     crash = timelines["custom-crashing"]
     assert crash["stopped"] - crash["start"] < 15, "start-up failure must not wait for the readiness timeout"

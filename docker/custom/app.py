@@ -77,6 +77,8 @@ class SavedModelEngine:
 
 def load_engine(model_dir: Path, threads: int, input_names: list[str], output_names: list[str]):
     """The engine for the one model file in `model_dir`, chosen by its kind."""
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"model directory {model_dir} does not exist")
     for path in sorted(model_dir.iterdir()):
         if path.suffix == ".onnx":
             return OnnxEngine(path, threads)
