@@ -32,6 +32,8 @@ SUMMARY_COLUMNS = ("model", "format", "server", "batch_size", "load", "throughpu
 
 def airflow_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    # `airflow standalone` starts its components as `airflow ...` from PATH: the orchestrator venv first.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("AIRFLOW_HOME", str(REPO_ROOT / ".airflow"))
     env.update({
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
