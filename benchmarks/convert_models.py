@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -45,7 +46,15 @@ def main() -> int:
     parser.add_argument("--small-only", action="store_true", help="skip resnet50 and bert-base")
     parser.add_argument("--with-tf-full", action="store_true", help="also resnet50-tf to SavedModel and ONNX")
     args = parser.parse_args()
-    os.environ["SERVING_EVAL_ARTIFACTS"] = tempfile.mkdtemp(prefix="serving-eval-bench-artifacts-")
+    artifacts = tempfile.mkdtemp(prefix="serving-eval-bench-artifacts-")  # a cold cache, removed afterwards
+    os.environ["SERVING_EVAL_ARTIFACTS"] = artifacts
+    try:
+        return run(args)
+    finally:
+        shutil.rmtree(artifacts, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> int:
     from tasks.runtimes import ensure_runtime
 
     for runtime in ("convert-torch", "convert-tf"):

@@ -17,6 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="serving-eval-test-airflow-"))
+_ARTIFACTS = Path(tempfile.mkdtemp(prefix="serving-eval-test-artifacts-"))
 os.environ.update({
     "AIRFLOW_HOME": str(_AIRFLOW_HOME),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -24,10 +25,18 @@ os.environ.update({
     "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
     "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
     "GX_ANALYTICS_ENABLED": "false",
-    "SERVING_EVAL_ARTIFACTS": str(Path(tempfile.mkdtemp(prefix="serving-eval-test-artifacts-"))),
+    "SERVING_EVAL_ARTIFACTS": str(_ARTIFACTS),
 })
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """The suite's private Airflow home and artifact cache go with it."""
+    import shutil
+
+    for path in (_AIRFLOW_HOME, _ARTIFACTS):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
