@@ -143,6 +143,14 @@ class _Driver:
                     self.record(conn.scheduled_ns, conn.sent_ns, now, TIMEOUT)
                     conn.abort()  # connection_lost follows: the connection leaves the pool and is replaced
 
+    async def begin(self, start_ns: StartAt) -> tuple[float, float]:
+        """Wait for the load point's common start, arm the stop rule; return the CPU and wall clocks then."""
+        _start_clock(self, await _wait_until(start_ns))
+        self.finished = asyncio.get_running_loop().create_future()
+        if self.settings.stop_when_stable:
+            self._schedule_window(1)
+        return time.process_time(), time.monotonic()
+
     def stability_check(self, k: int) -> None:
         """At the end of measured window `k` (1-based): stop early when the stability rule holds."""
         from tasks.loadgen.measurement import window_counts, window_stable
@@ -244,13 +252,9 @@ async def closed_loop(host: str, port: int, codec: Codec, settings: LoadSettings
     n_conns = concurrency or settings.concurrency
     driver = _ClosedLoop(host, port, codec, settings, 0)
     driver.conns = [await HttpConnection.open(host, port, driver) for _ in range(n_conns)]
-    _start_clock(driver, await _wait_until(start_ns))
+    cpu0, wall0 = await driver.begin(start_ns)
     loop = asyncio.get_running_loop()
-    driver.finished = loop.create_future()
-    cpu0, wall0 = time.process_time(), time.monotonic()
     guard = loop.create_task(driver.watchdog())
-    if settings.stop_when_stable:
-        driver._schedule_window(1)
     try:
         for conn in list(driver.conns):
             conn.send(driver.request, 0)
@@ -384,13 +388,9 @@ async def open_loop(host: str, port: int, codec: Codec, settings: LoadSettings, 
         conn = await HttpConnection.open(host, port, driver)
         driver.conns.append(conn)
         driver.idle.append(conn)
-    _start_clock(driver, await _wait_until(start_ns))
+    cpu0, wall0 = await driver.begin(start_ns)
     loop = asyncio.get_running_loop()
-    driver.finished = loop.create_future()
-    cpu0, wall0 = time.process_time(), time.monotonic()
     guard = loop.create_task(driver.watchdog())
-    if settings.stop_when_stable:
-        driver._schedule_window(1)
     try:
         driver.tick()
         bound_s = (driver.end - monotonic_ns()) / NS + settings.request_timeout_s + DRAIN_GRACE_S

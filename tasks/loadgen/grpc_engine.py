@@ -35,8 +35,6 @@ from tasks.loadgen.engine import (
     Recording,
     StartAt,
     _Driver,
-    _start_clock,
-    _wait_until,
     arrival_schedule_ns,
 )
 from tasks.loadgen.protocols.base import CONNECTION, NOT_SENT, TIMEOUT, Codec
@@ -166,11 +164,7 @@ async def closed_loop(host: str, port: int, codec: Codec, settings: LoadSettings
     cpu0, wall0 = time.process_time(), time.monotonic()
     try:
         await driver.connect()
-        _start_clock(driver, await _wait_until(start_ns))
-        driver.finished = asyncio.get_running_loop().create_future()
-        cpu0, wall0 = time.process_time(), time.monotonic()
-        if settings.stop_when_stable:
-            driver._schedule_window(1)
+        cpu0, wall0 = await driver.begin(start_ns)
         driver.start()
         await driver.run_until_bound()
     finally:
@@ -244,11 +238,7 @@ async def open_loop(host: str, port: int, codec: Codec, settings: LoadSettings, 
     cpu0, wall0 = time.process_time(), time.monotonic()
     try:
         await driver.connect()
-        _start_clock(driver, await _wait_until(start_ns))
-        driver.finished = asyncio.get_running_loop().create_future()
-        cpu0, wall0 = time.process_time(), time.monotonic()
-        if settings.stop_when_stable:
-            driver._schedule_window(1)
+        cpu0, wall0 = await driver.begin(start_ns)
         driver.tick()
         await driver.run_until_bound()
     finally:
