@@ -11,7 +11,6 @@ tasks/convert/parity.py for the exit protocol.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import shutil
 import subprocess
@@ -24,11 +23,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from tasks.convert.parity import (  # noqa: E402 - TensorFlow reads its log level at import
     InputRejected,
     carry_reference,
+    first_line,
     measure_parity,
     parity_inputs,
     parse_args,
     run_main,
     save_reference,
+    upstream_file,
     write_record,
 )
 from tasks.spec import ModelSpec  # noqa: E402
@@ -77,7 +78,7 @@ def load_savedmodel(spec: ModelSpec, path: str, from_user: bool):
         if not from_user:
             raise
         raise InputRejected("source.file", spec.source_file,
-                            f"must be a SavedModel with a {SIGNATURE!r} signature: {_first_line(exc)}") from exc
+                            f"must be a SavedModel with a {SIGNATURE!r} signature: {first_line(exc)}") from exc
     names = sorted(fn.structured_input_signature[1])
     if from_user and names != sorted(t.name for t in spec.inputs):
         raise InputRejected("inputs", [t.name for t in spec.inputs], f"must name the SavedModel's inputs {names}")
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     spec, out = args.spec_obj, args.out
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    source_path = args.source or (str(Path(args.upstream) / _upstream_file(args.upstream)) if args.upstream else "")
+    source_path = args.source or (str(Path(args.upstream) / upstream_file(args.upstream)) if args.upstream else "")
 
     if args.source_fmt == "keras":
         model = build_keras(spec)
@@ -170,12 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _upstream_file(upstream: str) -> str:
-    return json.loads((Path(upstream) / "conversion.json").read_text())["file"]
-
-
-def _first_line(exc: BaseException) -> str:
-    return (f"{type(exc).__name__}: {exc}".strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
 if __name__ == "__main__":

@@ -19,10 +19,12 @@ from pathlib import Path
 from tasks.convert.parity import (
     InputRejected,
     carry_reference,
+    first_line,
     parity_inputs,
     parse_args,
     run_main,
     save_reference,
+    upstream_file,
     write_record,
 )
 from tasks.spec import ModelSpec, make_inputs
@@ -42,7 +44,7 @@ def build_module(spec: ModelSpec, state_dict: str = ""):
             model.load_state_dict(weights, strict=True)
         except Exception as exc:  # noqa: BLE001 - any load failure is a bad source file
             raise InputRejected("source.file", spec.source_file,
-                                f"must be a state dict that {spec.builder} loads: {_first_line(exc)}") from exc
+                                f"must be a state dict that {spec.builder} loads: {first_line(exc)}") from exc
     return model.eval()
 
 
@@ -53,7 +55,7 @@ def load_torchscript(spec: ModelSpec, path: str):
         return torch.jit.load(path, map_location="cpu").eval()
     except Exception as exc:  # noqa: BLE001
         raise InputRejected("source.file", spec.source_file,
-                            f"must be a loadable TorchScript archive: {_first_line(exc)}") from exc
+                            f"must be a loadable TorchScript archive: {first_line(exc)}") from exc
 
 
 def onnx_session(path: str, spec: ModelSpec | None = None):
@@ -64,7 +66,7 @@ def onnx_session(path: str, spec: ModelSpec | None = None):
     except Exception as exc:  # noqa: BLE001
         if spec is None:
             raise
-        raise InputRejected("source.file", spec.source_file, f"must be a loadable ONNX model: {_first_line(exc)}") \
+        raise InputRejected("source.file", spec.source_file, f"must be a loadable ONNX model: {first_line(exc)}") \
             from exc
 
 
@@ -102,7 +104,7 @@ def export_onnx(model, spec: ModelSpec, path: Path) -> dict:
             program.save(str(path), external_data=False)
             return {"exporter": "dynamo", "fallback_reason": None}
         except Exception as exc:  # noqa: BLE001 - any exporter failure falls back, and the reason is kept
-            reason = f"dynamo exporter failed: {_first_line(exc)}"
+            reason = f"dynamo exporter failed: {first_line(exc)}"
     else:
         reason = "a TorchScript source is exported by the legacy (TorchScript-based) exporter"
     torch.onnx.export(model, example, str(path), input_names=names_in, output_names=names_out,
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     torch.manual_seed(0)
-    source_path = args.source or (str(Path(args.upstream) / _upstream_file(args.upstream)) if args.upstream else "")
+    source_path = args.source or (str(Path(args.upstream) / upstream_file(args.upstream)) if args.upstream else "")
 
     # Load the hop's input and, on a first hop, compute the source's reference outputs.
     if args.source_fmt == "torch":
@@ -176,14 +178,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _upstream_file(upstream: str) -> str:
-    import json
-
-    return json.loads((Path(upstream) / "conversion.json").read_text())["file"]
-
-
-def _first_line(exc: BaseException) -> str:
-    return (f"{type(exc).__name__}: {exc}".strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
 if __name__ == "__main__":

@@ -170,3 +170,13 @@ def write_record(args: argparse.Namespace, artifact: Path, export: dict, parity:
         "versions": {**versions, "python": sys.version.split()[0]},
     }
     (args.out / "conversion.json").write_text(json.dumps(record, indent=2))
+
+
+def upstream_file(upstream: str) -> str:
+    """The artifact file name the previous hop recorded in its conversion.json."""
+    return json.loads((Path(upstream) / "conversion.json").read_text())["file"]
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as one short line, for reasons a user reads."""
+    return (f"{type(exc).__name__}: {exc}".strip().splitlines() or [type(exc).__name__])[0][:500]
