@@ -22,14 +22,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tasks.convert.parity import (  # noqa: E402 - TensorFlow reads its log level at import
     InputRejected,
-    carry_reference,
+    establish_reference,
     first_line,
+    hop_source,
     measure_parity,
-    parity_inputs,
     parse_args,
     run_main,
-    save_reference,
-    upstream_file,
     write_record,
 )
 from tasks.spec import ModelSpec  # noqa: E402
@@ -136,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     spec, out = args.spec_obj, args.out
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    source_path = args.source or (str(Path(args.upstream) / upstream_file(args.upstream)) if args.upstream else "")
+    source_path = hop_source(args)
 
     if args.source_fmt == "keras":
         model = build_keras(spec)
@@ -146,10 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         fn = load_savedmodel(spec, source_path, from_user=bool(args.source))
         run_source = lambda inputs: run_savedmodel(fn, spec, inputs)  # noqa: E731
         description = f"SavedModel source run by TensorFlow {tf.__version__}"
-    if args.upstream:
-        carry_reference(Path(args.upstream), out)
-    else:
-        save_reference(out, spec, {bs: run_source(x) for bs, x in parity_inputs(spec).items()}, description)
+    establish_reference(args, spec, run_source, description)
 
     artifact = out / ARTIFACT_FILES[args.target_fmt]
     if args.source_fmt == args.target_fmt:

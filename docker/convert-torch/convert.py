@@ -18,13 +18,11 @@ from pathlib import Path
 
 from tasks.convert.parity import (
     InputRejected,
-    carry_reference,
+    establish_reference,
     first_line,
-    parity_inputs,
+    hop_source,
     parse_args,
     run_main,
-    save_reference,
-    upstream_file,
     write_record,
 )
 from tasks.spec import ModelSpec, make_inputs
@@ -133,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     torch.manual_seed(0)
-    source_path = args.source or (str(Path(args.upstream) / upstream_file(args.upstream)) if args.upstream else "")
+    source_path = hop_source(args)
 
     # Load the hop's input and, on a first hop, compute the source's reference outputs.
     if args.source_fmt == "torch":
@@ -148,10 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         session = onnx_session(source_path, spec if args.source else None)
         run_source = lambda inputs: run_onnx(session, spec, inputs)  # noqa: E731
         description = f"ONNX source run by onnxruntime {onnxruntime.__version__}"
-    if args.upstream:
-        carry_reference(Path(args.upstream), out)
-    else:
-        save_reference(out, spec, {bs: run_source(x) for bs, x in parity_inputs(spec).items()}, description)
+    establish_reference(args, spec, run_source, description)
 
     artifact = out / ARTIFACT_FILES[args.target_fmt]
     if args.source_fmt == args.target_fmt:  # an import: the artifact is the source, checked as it is

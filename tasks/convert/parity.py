@@ -177,6 +177,20 @@ def upstream_file(upstream: str) -> str:
     return json.loads((Path(upstream) / "conversion.json").read_text())["file"]
 
 
+def hop_source(args: argparse.Namespace) -> str:
+    """The hop's input: the user's source file on a first hop, else the previous hop's artifact."""
+    return args.source or (str(Path(args.upstream) / upstream_file(args.upstream)) if args.upstream else "")
+
+
+def establish_reference(args: argparse.Namespace, spec: ModelSpec, run_source: Callable[[dict], list],
+                        description: str) -> None:
+    """The source's outputs every hop is compared with: computed on a first hop, carried on from the previous."""
+    if args.upstream:
+        carry_reference(Path(args.upstream), args.out)
+    else:
+        save_reference(args.out, spec, {bs: run_source(x) for bs, x in parity_inputs(spec).items()}, description)
+
+
 def first_line(exc: BaseException) -> str:
     """An exception as one short line, for reasons a user reads."""
     return (f"{type(exc).__name__}: {exc}".strip().splitlines() or [type(exc).__name__])[0][:500]
