@@ -4,8 +4,10 @@ Per request it appends monotonic nanosecond timestamps (scheduled send, actual s
 error kind to flat typed arrays; nothing is judged here. Closed loop: `concurrency` connections, each
 writing its next request from the previous response's callback; latency is measured from the actual send.
 Open loop: requests are due on a seeded schedule (constant or Poisson) and go out on an idle connection of a
-bounded pool (or wait in a backlog for one); latency is measured from the *scheduled* send, so a stalled
-server cannot hide its stall (no coordinated omission).
+bounded pool (or wait in a backlog for one while the pool grows); latency is measured from the *scheduled*
+send, so a stalled server cannot hide its stall (no coordinated omission). The schedule's wake-ups come from
+`pacer.py` (a timerfd on Linux), so between sends the generator sleeps instead of spinning the event loop:
+on one host it must not take CPU from the server it measures.
 
 Stop rules, all written down here: the measured time ends `duration_s` after the warm-up, or earlier at a
 window boundary when `stop_when_stable` is set and the stability rule of `measurement.window_stable` holds
@@ -26,6 +28,7 @@ from time import monotonic_ns
 import numpy as np
 
 from tasks.loadgen.http import HttpConnection
+from tasks.loadgen.pacer import Pacer, make_pacer
 from tasks.loadgen.protocols.base import CONNECTION, NOT_SENT, TIMEOUT, Codec
 from tasks.loadgen.settings import LoadSettings
 
@@ -33,6 +36,8 @@ WATCHDOG_PERIOD_S = 0.05
 DRAIN_GRACE_S = 1.0  # after the measured time, in-flight requests get this long on top of the request timeout
 RECONNECT_PAUSE_S = 0.05
 OPEN_LOOP_INITIAL_CONNECTIONS = 16
+OPEN_LOOP_MAX_OPENING = 8  # connections being opened at once while a backlog waits
+MIN_WAKE_GAP_NS = 100_000  # open loop: at most one schedule wake-up per 50 us (about a timerfd's wake-up latency)
 NS = 1_000_000_000
 StartAt = int | Callable[[], Awaitable[int]] | None  # the common start of a load point's workers
 
@@ -269,48 +274,120 @@ async def closed_loop(host: str, port: int, codec: Codec, settings: LoadSettings
     return driver.recording(cpu0, wall0)
 
 
-class _OpenLoop(_Driver):
+class _Scheduled:
+    """The open loop's schedule, shared by the HTTP and gRPC engines (mixed into a `_Driver`).
+
+    Due times are absolute CLOCK_MONOTONIC ns, fixed when the load point starts. `tick` (woken by a pacer)
+    hands every due request to `issue_due`, which sends it or backlogs it; a completion may take the next
+    due one straight away (`take_due`), so at high rates most requests go out without a wake-up. The pacer
+    wakes at the next due time when that is at least MIN_WAKE_GAP_NS away, else every MIN_WAKE_GAP_NS: at
+    most one wake-up per gap, each sending all that came due (a send is then at most the gap plus the
+    wake-up latency late, and `schedule_lag_ms_p99` shows it).
+    """
+
+    t0: int
+    end: int
+    backlog: collections.deque[int]
+
+    def init_schedule(self, schedule_ns: np.ndarray) -> None:
+        self.schedule = np.asarray(schedule_ns, dtype=np.int64)
+        self.dues: list[int] = []
+        self.next_index = 0
+        self.last = 0
+        self.backlog = collections.deque()
+        self.pacer: Pacer | None = None
+
+    def start_schedule(self) -> None:
+        """After `begin`: fix the due times within the measured bound and issue the first ones."""
+        self.dues = (self.schedule[self.schedule < self.end - self.t0] + self.t0).tolist()
+        self.last = len(self.dues)
+        self.pacer = make_pacer(self.tick)
+        self.tick()
+
+    def issue_due(self, due: int) -> None:
+        """Send the request due at `due` now, or backlog it."""
+        raise NotImplementedError
+
+    def after_tick(self) -> None:
+        """After a tick's sends (the HTTP engine grows its pool for a backlog here)."""
+
+    def tick(self) -> None:
+        now = monotonic_ns()
+        dues, i, n, issue = self.dues, self.next_index, self.last, self.issue_due
+        while i < n:
+            due = dues[i]
+            if due > now:
+                break
+            issue(due)
+            i += 1
+        self.next_index = i
+        self.after_tick()
+        if i < n:
+            if dues[i] - now >= MIN_WAKE_GAP_NS:
+                self.pacer.arm(dues[i])  # sparse: wake for this one
+            elif not self.pacer.period_ns:
+                self.pacer.every(MIN_WAKE_GAP_NS)  # dense: wake every gap, for all that came due
+        else:
+            self.finish_if_idle()
+
+    def take_due(self, now: int) -> int:
+        """The backlog's oldest due time, else the next scheduled one if it is due by `now`; 0 if none."""
+        if self.backlog:
+            return self.backlog.popleft()
+        i = self.next_index
+        if i < self.last:
+            due = self.dues[i]
+            if due <= now:
+                self.next_index = i + 1
+                return due
+        return 0
+
+    def on_stop(self) -> None:
+        self.last = self.next_index
+
+    def schedule_done(self) -> bool:
+        return not self.backlog and self.next_index >= self.last
+
+    def stop_schedule(self) -> None:
+        """Stop waking; count every due request never sent (backlogged or not yet issued) as not sent."""
+        if self.pacer is not None:
+            self.pacer.close()
+            self.pacer = None
+        now = monotonic_ns()
+        for due in [*self.backlog, *self.dues[self.next_index:self.last]]:
+            self.record(due, now, now, NOT_SENT)  # scheduled, never sent within the bound: counted, not dropped
+        self.backlog.clear()
+        self.next_index = self.last
+
+
+class _OpenLoop(_Scheduled, _Driver):
     def __init__(self, host: str, port: int, codec: Codec, settings: LoadSettings, start_ns: int,
                  schedule_ns: np.ndarray) -> None:
         super().__init__(host, port, codec, settings, start_ns)
-        self.offsets = schedule_ns.tolist()
-        self.next_index = 0
+        self.init_schedule(schedule_ns)
         self.idle: list[HttpConnection] = []
-        self.backlog: collections.deque[int] = collections.deque()
         self.opening = 0
         self.max_connections = settings.max_connections
-        self.timer: asyncio.TimerHandle | None = None
 
-    def tick(self) -> None:
-        """Issue every request that is due, then sleep until the next one is."""
-        loop = asyncio.get_running_loop()
-        now = monotonic_ns()
-        offsets, t0, i, n = self.offsets, self.t0, self.next_index, len(self.offsets)
-        end_offset = self.end - t0
-        idle, backlog, request = self.idle, self.backlog, self.request
-        while i < n:
-            offset = offsets[i]
-            if offset >= end_offset:
-                i = n
-                break
-            due = t0 + offset
-            if due > now:
-                break
-            if idle:
-                idle.pop().send(request, due)
-            else:
-                backlog.append(due)
-            i += 1
-        self.next_index = i
-        if backlog and len(self.conns) + self.opening < self.max_connections:
-            for _ in range(min(len(backlog), self.max_connections - len(self.conns) - self.opening)):
+    def issue_due(self, due: int) -> None:
+        if self.idle:
+            self.idle.pop().send(self.request, due)
+        else:
+            self.backlog.append(due)
+
+    def after_tick(self) -> None:
+        if self.backlog:
+            self._grow_pool()
+
+    def _grow_pool(self) -> None:
+        """Open connections for a backlog: up to the pool bound, OPEN_LOOP_MAX_OPENING at a time (opening
+        hundreds at once after a stall costs the generator more than the stall did)."""
+        spare = min(self.max_connections - len(self.conns), OPEN_LOOP_MAX_OPENING) - self.opening
+        if spare > 0:
+            loop = asyncio.get_running_loop()
+            for _ in range(min(len(self.backlog), spare)):
                 self.opening += 1
                 loop.create_task(self._grow())
-        if i < n:
-            self.timer = loop.call_later((t0 + offsets[i] - monotonic_ns()) / NS, self.tick)
-        else:
-            self.timer = None
-            self.finish_if_idle()
 
     async def _grow(self) -> None:
         try:
@@ -320,13 +397,16 @@ class _OpenLoop(_Driver):
         finally:
             self.opening -= 1
         self.conns.append(conn)
-        self._next(conn)
+        self._next(conn, monotonic_ns())
 
-    def _next(self, conn: HttpConnection) -> None:
-        if self.backlog:
-            conn.send(self.request, self.backlog.popleft())
+    def _next(self, conn: HttpConnection, now: int) -> None:
+        due = self.take_due(now)
+        if due:
+            conn.send(self.request, due)
         else:
             self.idle.append(conn)
+            if self.next_index >= self.last:
+                self.finish_if_idle()
 
     def on_response(self, conn: HttpConnection, status: int, body: bytes) -> None:
         done = monotonic_ns()
@@ -334,27 +414,18 @@ class _OpenLoop(_Driver):
         self.sent.append(conn.sent_ns)
         self.done.append(done)
         self.codes.append(self.check(status, body))
-        if self.backlog:
-            conn.send(self.request, self.backlog.popleft())
-        else:
-            self.idle.append(conn)
-            if self.timer is None:
-                self.finish_if_idle()
+        self._next(conn, done)
 
     def replace(self, conn: HttpConnection) -> None:
         if conn in self.idle:
             self.idle.remove(conn)
-        if self.backlog and len(self.conns) + self.opening < self.max_connections:
-            self.opening += 1
-            asyncio.get_running_loop().create_task(self._grow())
-        elif self.timer is None:
+        if self.backlog:
+            self._grow_pool()
+        if self.next_index >= self.last:
             self.finish_if_idle()
 
-    def on_stop(self) -> None:
-        self.next_index = len(self.offsets)
-
     def finish_if_idle(self) -> None:
-        if not self.backlog and self.next_index >= len(self.offsets):
+        if self.schedule_done():
             super().finish_if_idle()
 
 
@@ -384,30 +455,24 @@ async def open_loop(host: str, port: int, codec: Codec, settings: LoadSettings, 
     """Send on schedule over a pool of at most `settings.max_connections` connections."""
     schedule = arrival_schedule_ns(settings, arrival) if schedule_ns is None else schedule_ns
     driver = _OpenLoop(host, port, codec, settings, 0, schedule)
-    for _ in range(min(OPEN_LOOP_INITIAL_CONNECTIONS, settings.max_connections)):
-        conn = await HttpConnection.open(host, port, driver)
-        driver.conns.append(conn)
-        driver.idle.append(conn)
-    cpu0, wall0 = await driver.begin(start_ns)
-    loop = asyncio.get_running_loop()
-    guard = loop.create_task(driver.watchdog())
     try:
-        driver.tick()
-        bound_s = (driver.end - monotonic_ns()) / NS + settings.request_timeout_s + DRAIN_GRACE_S
+        for _ in range(min(OPEN_LOOP_INITIAL_CONNECTIONS, settings.max_connections)):
+            conn = await HttpConnection.open(host, port, driver)
+            driver.conns.append(conn)
+            driver.idle.append(conn)
+        cpu0, wall0 = await driver.begin(start_ns)
+        guard = asyncio.get_running_loop().create_task(driver.watchdog())
         try:
-            await asyncio.wait_for(asyncio.shield(driver.finished), timeout=bound_s)
-        except TimeoutError:
-            pass
+            driver.start_schedule()
+            bound_s = (driver.end - monotonic_ns()) / NS + settings.request_timeout_s + DRAIN_GRACE_S
+            try:
+                await asyncio.wait_for(asyncio.shield(driver.finished), timeout=bound_s)
+            except TimeoutError:
+                pass
+        finally:
+            guard.cancel()
+            driver.stop_schedule()
     finally:
-        if driver.timer is not None:
-            driver.timer.cancel()
-        guard.cancel()
-        now = monotonic_ns()
-        end_offset = driver.end - driver.t0
-        unsent = [driver.t0 + o for o in driver.offsets[driver.next_index:] if o < end_offset]
-        for due in [*driver.backlog, *unsent]:  # scheduled, never sent within the bound: counted, not dropped
-            driver.record(due, now, now, NOT_SENT)
-        driver.backlog.clear()
         driver.close_all()
     return driver.recording(cpu0, wall0)
 

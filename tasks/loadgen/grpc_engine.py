@@ -20,7 +20,6 @@ time, then are cancelled and counted as timeouts; due calls never sent by then c
 from __future__ import annotations
 
 import asyncio
-import collections
 import math
 import time
 from time import monotonic_ns
@@ -35,9 +34,10 @@ from tasks.loadgen.engine import (
     Recording,
     StartAt,
     _Driver,
+    _Scheduled,
     arrival_schedule_ns,
 )
-from tasks.loadgen.protocols.base import CONNECTION, NOT_SENT, TIMEOUT, Codec
+from tasks.loadgen.protocols.base import CONNECTION, TIMEOUT, Codec
 from tasks.loadgen.protocols.kserve_v2_grpc import MODEL_INFER_METHOD
 from tasks.loadgen.settings import LoadSettings
 
@@ -172,61 +172,35 @@ async def closed_loop(host: str, port: int, codec: Codec, settings: LoadSettings
     return driver.recording(cpu0, wall0)
 
 
-class _GrpcOpenLoop(_GrpcDriver):
+class _GrpcOpenLoop(_Scheduled, _GrpcDriver):
     def __init__(self, host: str, port: int, codec: Codec, settings: LoadSettings, schedule_ns: np.ndarray) -> None:
         super().__init__(host, port, codec, settings, channel_count(settings.max_connections))
-        self.offsets = schedule_ns.tolist()
-        self.next_index = 0
-        self.backlog: collections.deque[int] = collections.deque()
+        self.init_schedule(schedule_ns)
         self.active = 0
         self.max_in_flight = settings.max_connections
-        self.timer: asyncio.TimerHandle | None = None
 
-    def tick(self) -> None:
-        """Issue every call that is due (or backlog it when `max_in_flight` are out), then sleep until the next."""
-        loop = asyncio.get_running_loop()
-        now = monotonic_ns()
-        offsets, t0, i, n = self.offsets, self.t0, self.next_index, len(self.offsets)
-        end_offset = self.end - t0
-        while i < n:
-            offset = offsets[i]
-            if offset >= end_offset:
-                i = n
-                break
-            due = t0 + offset
-            if due > now:
-                break
-            if self.active < self.max_in_flight:
-                self.active += 1
-                self.spawn(self.serve(self.pick_call(), due))
-            else:
-                self.backlog.append(due)
-            i += 1
-        self.next_index = i
-        if i < n:
-            self.timer = loop.call_later((t0 + offsets[i] - monotonic_ns()) / NS, self.tick)
+    def issue_due(self, due: int) -> None:
+        if self.active < self.max_in_flight:
+            self.active += 1
+            self.spawn(self.serve(self.pick_call(), due))
         else:
-            self.timer = None
-            self.finish_if_idle()
+            self.backlog.append(due)
 
     async def serve(self, call, due: int) -> None:
-        """One in-flight slot: the due call, then the backlog's oldest ones while any wait."""
+        """One in-flight slot: the due call, then the backlog's oldest (or the next due) while any is waiting."""
         try:
-            await self.issue(call, due)
-            while self.backlog:
-                await self.issue(call, self.backlog.popleft())
+            while due:
+                await self.issue(call, due)
+                due = self.take_due(monotonic_ns())
         except Exception as exc:  # noqa: BLE001 - handed to the caller, who raises it after clean-up
             self.fail(exc)
         finally:
             self.active -= 1
         self.finish_if_idle()
 
-    def on_stop(self) -> None:
-        self.next_index = len(self.offsets)
-
     def finish_if_idle(self) -> None:
-        if (self.finished is not None and not self.finished.done() and self.active == 0 and not self.backlog
-                and self.next_index >= len(self.offsets)):
+        if (self.finished is not None and not self.finished.done() and self.active == 0
+                and self.schedule_done()):
             self.finished.set_result(None)
 
 
@@ -239,16 +213,9 @@ async def open_loop(host: str, port: int, codec: Codec, settings: LoadSettings, 
     try:
         await driver.connect()
         cpu0, wall0 = await driver.begin(start_ns)
-        driver.tick()
+        driver.start_schedule()
         await driver.run_until_bound()
     finally:
-        if driver.timer is not None:
-            driver.timer.cancel()
-        now = monotonic_ns()
-        end_offset = driver.end - driver.t0
-        unsent = [driver.t0 + o for o in driver.offsets[driver.next_index:] if o < end_offset]
-        for due in [*driver.backlog, *unsent]:  # scheduled, never sent within the bound: counted, not dropped
-            driver.record(due, now, now, NOT_SENT)
-        driver.backlog.clear()
+        driver.stop_schedule()
         await driver.close()
     return driver.recording(cpu0, wall0)
