@@ -6,8 +6,9 @@ chunked framing of the response; one request in flight per connection. It create
 `data_received` hands the finished response to its driver's `on_response`, which records it and may write
 the next request on the same connection straight away.
 
-The fast path is the common case of a whole response in one read with a Content-Length header; partial
-reads and chunked bodies go through a buffered slow path.
+The fast path is the common case of a whole response in one read whose Content-Length line declares exactly
+the bytes after the head (found as one token, cached per length, instead of parsed); partial reads, other
+spellings and chunked bodies go through a buffered slow path.
 """
 
 from __future__ import annotations
@@ -17,7 +18,18 @@ from time import monotonic_ns
 from typing import Protocol
 
 HEADER_END = b"\r\n\r\n"
-_CL_VARIANTS = (b"\nContent-Length:", b"\ncontent-length:")
+_OK = b"HTTP/1.1 200 "
+_LENGTH_TOKENS: dict[int, tuple[bytes, bytes]] = {}  # body length -> its Content-Length line, as servers spell it
+_LENGTH_TOKENS_MAX = 4096
+
+
+def _length_tokens(length: int) -> tuple[bytes, bytes]:
+    tokens = _LENGTH_TOKENS.get(length)
+    if tokens is None:
+        tokens = (b"\nContent-Length: %d\r" % length, b"\ncontent-length: %d\r" % length)
+        if len(_LENGTH_TOKENS) < _LENGTH_TOKENS_MAX:  # a model's responses come in a few sizes
+            _LENGTH_TOKENS[length] = tokens
+    return tokens
 
 
 class ConnectionClosed(ConnectionError):
@@ -84,16 +96,12 @@ class HttpConnection(asyncio.Protocol):
         if not self._buf:
             end = data.find(HEADER_END)
             if end > 0:
-                pos = data.find(_CL_VARIANTS[0], 0, end)
-                if pos < 0:
-                    pos = data.find(_CL_VARIANTS[1], 0, end)
-                if pos >= 0:
-                    stop_line = data.find(b"\r", pos + 16, end + 1)
-                    stop = end + 4 + int(data[pos + 16:stop_line])
-                    if len(data) == stop:  # the whole response, nothing more: the fast path
-                        self.busy = False
-                        self.driver.on_response(self, int(data[9:12]), data[end + 4:])
-                        return
+                # the whole response, nothing more, iff the head declares exactly the bytes after it
+                tokens = _length_tokens(len(data) - end - 4)
+                if data.find(tokens[0], 0, end + 1) > 0 or data.find(tokens[1], 0, end + 1) > 0:
+                    self.busy = False
+                    self.driver.on_response(self, 200 if data.startswith(_OK) else int(data[9:12]), data[end + 4:])
+                    return
         self._slow(data)
 
     def _slow(self, data: bytes) -> None:
