@@ -1,15 +1,25 @@
 """Generator capacity against nginx on loopback, next to wrk and Locust FastHttpUser, in the same run.
 
 nginx (Debian's package) runs one worker process pinned to core 0, on a private prefix and config, bound to
-127.0.0.1 on a free port, serving a small static file; every client runs pinned to core 1 in turn. Prints
-each client's figures, the ratios to wrk and whether each goal of issue 5 is met:
-  closed loop >= 0.8x wrk; open loop >= 60k req/s with < 1% of starts > 2 ms late; <= 12 us generator CPU/request.
+127.0.0.1 on a free port, serving a small static file; every client runs pinned to core 1 in turn. Each
+round measures wrk (the peer: its requests/s and its own CPU per request, from the kernel's accounting of
+its process), our closed loop, and our open loop at the goal's absolute rate and at that rate scaled to
+this machine; the figures are the medians over the rounds (a shared machine's speed drifts by tens of per
+cent within minutes, so only figures measured side by side are compared).
+
+Goals of issue 5, stated for a machine where wrk reaches 132k req/s:
+  closed loop >= 0.8x wrk; open loop >= 60k req/s with < 1% of starts > 2 ms late; <= 12 us generator
+  CPU/request.
+They are judged as stated and, since a slower machine costs every client more per request, also scaled to
+this machine by wrk's rate measured in the same rounds (scale = wrk req/s / 132k: open-loop rate x scale,
+CPU budget / scale). Both verdicts are printed.
 
 Needs nginx and wrk (`apt-get install -y nginx wrk`); Locust is installed into a temporary venv at run time
 (never into requirements.txt) and skipped with a note when that fails. Every process it starts is tracked by
 PID and stopped in a finally block; every run is bounded in time.
 
-    .venv/bin/python benchmarks/loadgen_capacity.py [--duration-s 5] [--connections 64] [--open-rate 60000]
+    .venv/bin/python benchmarks/loadgen_capacity.py [--rounds 3] [--duration-s 5] [--connections 64]
+        [--open-rate 60000] [--skip-locust]
 """
 
 from __future__ import annotations
@@ -17,8 +27,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,6 +52,7 @@ CLOSED_GOAL_RATIO = 0.8
 OPEN_GOAL_RPS = 60_000
 OPEN_GOAL_LATE_FRACTION = 0.01
 CPU_GOAL_US = 12.0
+REFERENCE_WRK_RPS = 132_000  # wrk on the machine the goals were set on
 LOCUST_INSTALL_TIMEOUT_S = 300
 NGINX_CONF = """
 worker_processes 1;
@@ -115,11 +128,17 @@ def stop(proc: subprocess.Popen | None) -> None:
             proc.wait()
 
 
-def run_wrk(port: int, connections: int, duration_s: float) -> float:
+def run_wrk(port: int, connections: int, duration_s: float) -> dict:
+    """wrk's requests/s and its own CPU per request (user + system, from the kernel's account of reaped
+    children: nginx, the only other child, is reaped only at the end)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(["taskset", "-c", str(CLIENT_CORE), "wrk", "-t1", f"-c{connections}",
                           f"-d{int(duration_s)}s", f"http://127.0.0.1:{port}/index.html"],
                          capture_output=True, text=True, timeout=duration_s + 30, check=True).stdout
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"rps": rps, "cpu_us": cpu_s / (rps * duration_s) * 1e6}
 
 
 def run_ours(port: int, settings: LoadSettings) -> dict:
@@ -164,8 +183,32 @@ def run_locust(port: int, users: int, duration_s: float, workdir: Path) -> tuple
     return float(row[header.index("Requests/s")]), "ok"
 
 
+def open_settings(rate: float, args: argparse.Namespace) -> LoadSettings:
+    return LoadSettings(mode="rate", load=round(rate), duration_s=args.duration_s, warmup_s=1.0,
+                        window_s=max(1.0, args.duration_s / 5), max_connections=512)
+
+
+def measure_round(port: int, args: argparse.Namespace) -> dict:
+    """One round, side by side: wrk, our closed loop, our open loop at the absolute and the scaled rate."""
+    wrk = run_wrk(port, args.connections, args.duration_s)
+    closed = LoadSettings(mode="concurrency", load=args.connections, duration_s=args.duration_s, warmup_s=1.0,
+                          window_s=max(1.0, args.duration_s / 5))
+    scaled_rate = args.open_rate * wrk["rps"] / REFERENCE_WRK_RPS
+    return {"wrk": wrk, "closed": run_ours(port, closed), "open": run_ours(port, open_settings(args.open_rate, args)),
+            "open_scaled": {**run_ours(port, open_settings(scaled_rate, args)), "rate": scaled_rate}}
+
+
+def median(rounds: list[dict], client: str, key: str) -> float:
+    return statistics.median(r[client][key] or 0.0 for r in rounds)
+
+
+def late_fraction(rounds: list[dict], client: str) -> float:
+    return statistics.median(r[client]["late"] / max(1, r[client]["requests"]) for r in rounds)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration-s", type=float, default=5.0)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--open-rate", type=float, default=OPEN_GOAL_RPS)
@@ -181,48 +224,68 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="loadgen-bench-"))
     port = free_port()
     nginx = None
+    rounds: list[dict] = []
     try:
         nginx = start_nginx(workdir / "nginx", port)
-        window = max(1.0, args.duration_s / 5)
-        closed = LoadSettings(mode="concurrency", load=args.connections, duration_s=args.duration_s, warmup_s=1.0,
-                              window_s=window)
-        opened = LoadSettings(mode="rate", load=args.open_rate, duration_s=args.duration_s, warmup_s=1.0,
-                              window_s=window, max_connections=512)
-        wrk_rps = run_wrk(port, args.connections, args.duration_s)
-        ours_closed = run_ours(port, closed)
-        ours_open = run_ours(port, opened)
+        for _ in range(args.rounds):
+            rounds.append(measure_round(port, args))
         locust_rps, locust_note = (None, "skipped") if args.skip_locust else run_locust(
             port, args.connections, args.duration_s, workdir)
     finally:
         stop(nginx)
         shutil.rmtree(workdir, ignore_errors=True)
+    report(rounds, args, locust_rps, locust_note)
+    return 0
 
-    late_fraction = ours_open["late"] / max(1, ours_open["requests"])
-    ratio = ours_closed["rps"] / wrk_rps
+
+def report(rounds: list[dict], args: argparse.Namespace, locust_rps: float | None, locust_note: str) -> None:
+    wrk_rps, wrk_cpu = median(rounds, "wrk", "rps"), median(rounds, "wrk", "cpu_us")
+    scale = wrk_rps / REFERENCE_WRK_RPS
     print(f"nginx 1 worker on core {SERVER_CORE}; clients on core {CLIENT_CORE}; {args.connections} connections; "
-          f"{args.duration_s:.0f} s each; late = start > {LATE_START_NS / 1e6:.0f} ms after schedule")
-    print(f"{'client':<28}{'req/s':>12}{'x wrk':>8}{'CPU us/req':>12}{'p99 ms':>9}")
-    print(f"{'wrk':<28}{wrk_rps:>12,.0f}{1.0:>8.2f}")
-    print(f"{'ours closed loop':<28}{ours_closed['rps']:>12,.0f}{ratio:>8.2f}{ours_closed['cpu_us']:>12.2f}"
-          f"{ours_closed['p99_ms']:>9.2f}")
-    print(f"{'ours open loop @ ' + format(args.open_rate, ',.0f'):<28}{ours_open['rps']:>12,.0f}"
-          f"{ours_open['rps'] / wrk_rps:>8.2f}{ours_open['cpu_us']:>12.2f}{ours_open['p99_ms'] or 0:>9.2f}"
-          f"   late {late_fraction:.3%}, lag p99 {ours_open['lag_p99_ms']:.2f} ms")
+          f"{args.duration_s:.0f} s each; late = start > {LATE_START_NS / 1e6:.0f} ms after schedule; "
+          f"medians of {len(rounds)} rounds")
+    print("per round (req/s): " + "; ".join(
+        f"wrk {r['wrk']['rps']:,.0f}, closed {r['closed']['rps']:,.0f}, open {r['open']['rps']:,.0f} "
+        f"({r['open']['late'] / max(1, r['open']['requests']):.1%} late), open@{r['open_scaled']['rate']:,.0f} "
+        f"({r['open_scaled']['late'] / max(1, r['open_scaled']['requests']):.1%} late)" for r in rounds))
+    print(f"{'client':<30}{'req/s':>10}{'x wrk':>7}{'CPU us/req':>12}{'x wrk CPU':>11}{'p99 ms':>9}{'late':>8}"
+          f"{'lag p99 ms':>12}")
+    print(f"{'wrk':<30}{wrk_rps:>10,.0f}{1.0:>7.2f}{wrk_cpu:>12.2f}{1.0:>11.2f}")
+    scaled_rate = statistics.median(r["open_scaled"]["rate"] for r in rounds)
+    rows = (("ours closed loop", "closed"), (f"ours open loop @ {args.open_rate:,.0f}", "open"),
+            (f"ours open loop @ {scaled_rate:,.0f} (scaled)", "open_scaled"))
+    for label, key in rows:
+        rps, cpu = median(rounds, key, "rps"), median(rounds, key, "cpu_us")
+        late = f"{late_fraction(rounds, key):.2%}" if key != "closed" else ""
+        lag = f"{median(rounds, key, 'lag_p99_ms'):.2f}" if key != "closed" else ""
+        print(f"{label:<30}{rps:>10,.0f}{rps / wrk_rps:>7.2f}{cpu:>12.2f}{cpu / wrk_cpu:>11.2f}"
+              f"{median(rounds, key, 'p99_ms'):>9.2f}{late:>8}{lag:>12}")
     if locust_rps is not None:
-        print(f"{'locust FastHttpUser':<28}{locust_rps:>12,.0f}{locust_rps / wrk_rps:>8.2f}")
+        print(f"{'locust FastHttpUser':<30}{locust_rps:>10,.0f}{locust_rps / wrk_rps:>7.2f}")
     else:
         print(f"locust: {locust_note}")
+    closed_ratio = median(rounds, "closed", "rps") / wrk_rps
+    closed_cpu = median(rounds, "closed", "cpu_us")
+    errors = sum(r[k]["errors"] for r in rounds for k in ("closed", "open", "open_scaled"))
+    print(f"\nmachine scale: wrk {wrk_rps:,.0f} req/s here / {REFERENCE_WRK_RPS:,} where the goals were set "
+          f"= {scale:.2f}")
     goals = {
-        f"closed loop >= {CLOSED_GOAL_RATIO}x wrk": ratio >= CLOSED_GOAL_RATIO,
-        f"open loop >= {OPEN_GOAL_RPS:,} req/s": ours_open["rps"] >= OPEN_GOAL_RPS * 0.99,
-        f"open loop < {OPEN_GOAL_LATE_FRACTION:.0%} late starts": late_fraction < OPEN_GOAL_LATE_FRACTION,
-        f"closed loop <= {CPU_GOAL_US} us CPU/request": ours_closed["cpu_us"] <= CPU_GOAL_US,
-        f"open loop <= {CPU_GOAL_US} us CPU/request": ours_open["cpu_us"] <= CPU_GOAL_US,
-        "no errors": ours_closed["errors"] == 0 and ours_open["errors"] == 0,
+        f"closed loop >= {CLOSED_GOAL_RATIO}x wrk": (closed_ratio >= CLOSED_GOAL_RATIO, None),
+        f"open loop {OPEN_GOAL_RPS:,} req/s reached": (median(rounds, "open", "rps") >= OPEN_GOAL_RPS * 0.99,
+                                                        median(rounds, "open_scaled", "rps") >= scaled_rate * 0.99),
+        f"open loop < {OPEN_GOAL_LATE_FRACTION:.0%} late starts": (
+            late_fraction(rounds, "open") < OPEN_GOAL_LATE_FRACTION,
+            late_fraction(rounds, "open_scaled") < OPEN_GOAL_LATE_FRACTION),
+        f"closed loop <= {CPU_GOAL_US} us CPU/request": (closed_cpu <= CPU_GOAL_US, closed_cpu <= CPU_GOAL_US / scale),
+        f"open loop <= {CPU_GOAL_US} us CPU/request": (median(rounds, "open", "cpu_us") <= CPU_GOAL_US,
+                                                        median(rounds, "open_scaled", "cpu_us") <= CPU_GOAL_US / scale),
+        "no errors": (errors == 0, None),
     }
-    for name, met in goals.items():
-        print(f"goal {name}: {'met' if met else 'MISSED'}")
-    return 0
+    for name, (as_stated, scaled) in goals.items():
+        verdict = "met" if as_stated else "MISSED"
+        if scaled is not None:
+            verdict += f"; scaled to this machine: {'met' if scaled else 'MISSED'}"
+        print(f"goal {name}: {verdict}")
 
 
 if __name__ == "__main__":
