@@ -218,7 +218,8 @@ def test_open_loop_records_unsendable_requests(tmp_path):
 
 @pytest.mark.parametrize("pacer_class", ["TimerfdPacer", "LoopTimerPacer"])
 def test_pacer_wakes_at_its_time_repeats_on_request_and_closes(pacer_class):
-    """One wake-up per `arm`, never before its time; `every` repeats until `arm` replaces it; `close` ends all."""
+    """One wake-up per `arm`, never before its time; `every` repeats until `arm` replaces it; `pause` and
+    `close` end them."""
     import os
     import sys
     import time
@@ -245,19 +246,24 @@ def test_pacer_wakes_at_its_time_repeats_on_request_and_closes(pacer_class):
         fired.clear()
         await asyncio.sleep(0.1)
         after_arm = len(fired)
+        p.every(5_000_000)
+        p.pause()
+        fired.clear()
+        await asyncio.sleep(0.05)
+        after_pause = len(fired)
         fd = getattr(p, "_fd", None)
         p.every(5_000_000)
         p.close()
         fired.clear()
         await asyncio.sleep(0.05)
-        return {"once": once, "at": at, "periodic": periodic, "after_arm": after_arm, "after_close": len(fired),
-                "fd": fd}
+        return {"once": once, "at": at, "periodic": periodic, "after_arm": after_arm, "after_pause": after_pause,
+                "after_close": len(fired), "fd": fd}
 
     r = asyncio.run(scenario())
     assert len(r["once"]) == 1 and r["once"][0] >= r["at"]
     assert r["once"][0] - r["at"] < 50_000_000  # generous for a loaded CI host; typical is tens of microseconds
     assert 4 <= r["periodic"] <= 11  # every 10 ms for 100 ms
-    assert r["after_arm"] <= 1 and r["after_close"] == 0
+    assert r["after_arm"] <= 1 and r["after_pause"] == 0 and r["after_close"] == 0
     if r["fd"] is not None:
         with pytest.raises(OSError):
             os.fstat(r["fd"])  # the timerfd is closed

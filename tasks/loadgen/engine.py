@@ -328,6 +328,7 @@ class _Scheduled:
             elif not self.pacer.period_ns:
                 self.pacer.every(MIN_WAKE_GAP_NS)  # dense: wake every gap, for all that came due
         else:
+            self.pacer.pause()  # nothing left to schedule (completions still drain the backlog)
             self.finish_if_idle()
 
     def take_due(self, now: int) -> int:

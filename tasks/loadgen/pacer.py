@@ -36,6 +36,9 @@ class Pacer(Protocol):
     def every(self, period_ns: int) -> None:
         """Call the callback every `period_ns` from now on; replaces an earlier wake-up."""
 
+    def pause(self) -> None:
+        """No wake-up until the next `arm` or `every`."""
+
     def close(self) -> None:
         """Cancel any wake-up and release what the pacer holds."""
 
@@ -86,16 +89,20 @@ class TimerfdPacer:
         if self.period_ns:
             self.period_ns = 0
             self._interval.tv_sec = self._interval.tv_nsec = 0
-        self._set(at_ns)
+        self._set(max(at_ns, 1))  # a time already past fires at once; 0 would disarm
 
     def every(self, period_ns: int) -> None:
         self.period_ns = period_ns
         self._interval.tv_sec, self._interval.tv_nsec = divmod(period_ns, NS)
         self._set(monotonic_ns() + period_ns)
 
+    def pause(self) -> None:
+        self.period_ns = 0
+        self._interval.tv_sec = self._interval.tv_nsec = 0
+        self._set(0)  # an all-zero value disarms
+
     def _set(self, at_ns: int) -> None:
-        # a time already past fires at once; 0 would disarm, so never arm at 0
-        self._value.tv_sec, self._value.tv_nsec = divmod(max(at_ns, 1), NS)
+        self._value.tv_sec, self._value.tv_nsec = divmod(at_ns, NS)
         if self._settime(self._fd, _TFD_TIMER_ABSTIME, self._spec_ref, None) != 0:
             raise OSError(ctypes.get_errno(), "timerfd_settime failed")
 
@@ -128,6 +135,12 @@ class LoopTimerPacer:
     def every(self, period_ns: int) -> None:
         self.period_ns = period_ns
         self._at(monotonic_ns() + period_ns)
+
+    def pause(self) -> None:
+        self.period_ns = 0
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
     def _at(self, at_ns: int) -> None:
         if self._handle is not None:
