@@ -33,7 +33,8 @@ from tasks.spec import load_spec
 MEASUREMENT_COLUMNS = (
     "duration_s", "requests", "errors", "error_rate", "throughput_rps", "throughput_sps", "latency_ms_mean",
     "latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_p999", "latency_ms_max",
-    "latency_from", "stable", "windows", "cv", "late_starts", "generator_cpu_pct", "generator_saturated",
+    "latency_from", "stable", "windows", "cv", "late_starts", "generator_late_starts", "generator_cpu_pct",
+    "generator_saturated",
     "warmup_requests", "timeouts", "stopped_early", "schedule_lag_ms_p99", "generator_cpu_us_per_request", "workers",
     "latency_hdr", "server_requests", "server_throughput_rps",
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = "1.1"  # 1.1: the `protocol` column
+SCHEMA_VERSION = "1.2"  # 1.1: the `protocol` column; 1.2: `generator_late_starts`
 STATUSES = ("ok", "failed", "skipped")
 CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load")
 
@@ -31,7 +31,8 @@ COLUMNS: dict[str, str] = {
     "latency_ms_p95": "Float64", "latency_ms_p99": "Float64", "latency_ms_p999": "Float64",
     "latency_ms_max": "Float64", "latency_from": "string",
     "stable": "boolean", "windows": "Int64", "cv": "Float64",
-    "late_starts": "Int64", "generator_cpu_pct": "Float64", "generator_saturated": "boolean",
+    "late_starts": "Int64", "generator_late_starts": "Int64", "generator_cpu_pct": "Float64",
+    "generator_saturated": "boolean",
     "warmup_requests": "Int64",
     "timeouts": "Int64", "errors_by_kind": "string", "stopped_early": "boolean", "schedule_lag_ms_p99": "Float64",
     "generator_cpu_us_per_request": "Float64", "workers": "Int64", "latency_hdr": "string",

@@ -124,8 +124,9 @@ def test_multi_process_merge_equals_single_process(tmp_path):
     for i, index in enumerate(np.array_split(np.random.default_rng(2).permutation(30_000), 3)):
         index = np.sort(index)
         part = Recording(0, whole.warmup_end_ns, whole.end_ns, whole.scheduled_ns[index], whole.sent_ns[index],
-                         whole.done_ns[index], whole.codes[index], 1 / 3, 4.0, 1, (25.0,))
+                         whole.done_ns[index], whole.codes[index], 1 / 3, 4.0, 1, (25.0,), generator_late=i)
         part.save(str(tmp_path / f"part{i}.npz"))
+        assert Recording.load(str(tmp_path / f"part{i}.npz")).generator_late == i
         parts.append(part)
     encoded = [subprocess.run([sys.executable, "-c", _WORKER_SCRIPT, str(tmp_path / f"part{i}.npz")],
                               capture_output=True, text=True, check=True, timeout=60).stdout.strip()
@@ -138,6 +139,7 @@ def test_multi_process_merge_equals_single_process(tmp_path):
     for key in ("requests", "errors", "latency_ms_p50", "latency_ms_p99", "latency_ms_p999", "window_throughput_rps"):
         assert getattr(merged, key) == getattr(single, key), key
     assert merged.workers == 3 and merged.errors_by_kind == {"http_status": single.errors}
+    assert merged.generator_late_starts == 0 + 1 + 2
 
 
 def test_failed_requests_never_enter_percentiles():
@@ -177,7 +179,7 @@ def _fake_point(capacity_rps: float, base_ms: float = 1.0):
         rps = min(offered, capacity_rps)
         p99 = base_ms / max(1e-3, 1 - rps / capacity_rps) if settings.mode == "rate" else base_ms * settings.load
         return Measurement(1, 100, 0, 0.0, {}, 0, 0, rps, rps, p99, p99, p99, p99, p99, p99, p99, "sent", 3,
-                           (rps,) * 3, True, False, 0.0, 0, 0.0, 10.0, 5.0, False, 1, "")
+                           (rps,) * 3, True, False, 0.0, 0, 0, 0.0, 10.0, 5.0, False, 1, "")
     return run
 
 

@@ -95,6 +95,9 @@ def test_injected_stall_shows_from_scheduled_time_and_hides_from_sent_time(tmp_p
     assert float(np.percentile(sent, 99)) < 50, "measured from the actual send, the stall disappears from p99"
     assert float(np.percentile(scheduled, 99)) == pytest.approx(measurement.latency_ms_p99)
     assert measurement.late_starts > 50  # the sends held back behind the stall are counted as late
+    # ... but the generator reached each on time and the server set the pace: no saturation is claimed
+    assert measurement.generator_late_starts < 0.01 * measurement.requests
+    assert not measurement.generator_saturated
 
 
 def test_open_loop_sleeps_between_sends(tmp_path, mlp_spec):

@@ -12,6 +12,7 @@ from tasks.config import RunConfig
 from tasks.errors import ConfigError
 from tasks.pipeline import collect_results
 from tasks.plan import expected_rows, make_plan
+from tasks.results import SCHEMA_VERSION
 
 
 def test_sweeps_plan_one_cell_per_batch_size():
@@ -51,7 +52,8 @@ def _fake_points(monkeypatch, capacity_rps: float):
     monkeypatch.setattr(measure, "_measure_point", fake_point)
 
 
-RUN = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": "1.1", "code": {}, "host": {}}
+RUN = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": SCHEMA_VERSION, "code": {},
+       "host": {}}
 
 
 def test_a_sweep_cell_yields_one_row_per_point_with_unique_keys(monkeypatch):

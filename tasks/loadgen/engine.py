@@ -39,6 +39,7 @@ OPEN_LOOP_INITIAL_CONNECTIONS = 16
 OPEN_LOOP_MAX_OPENING = 8  # connections being opened at once while a backlog waits
 MIN_WAKE_GAP_NS = 100_000  # open loop: one schedule wake-up per 100 us at most; a due send waits at most this
 NS = 1_000_000_000
+LATE_START_NS = 2_000_000  # an open-loop send more than 2 ms after its scheduled time is late
 StartAt = int | Callable[[], Awaitable[int]] | None  # the common start of a load point's workers
 
 
@@ -62,6 +63,9 @@ class Recording:
     workers: int = 1
     worker_cpu_pct: tuple[float, ...] = ()
     stopped_early: bool = False
+    # measured open-loop requests the generator itself reached more than LATE_START_NS after their due time
+    # (a request it reached on time but that then waited for a free connection is late by the server's pace)
+    generator_late: int = 0
     meta: dict = field(default_factory=dict)
 
     def save(self, path: str) -> None:
@@ -69,16 +73,16 @@ class Recording:
                             codes=self.codes, bounds=np.array([self.t0_ns, self.warmup_end_ns, self.end_ns]),
                             cpu=np.array([self.generator_cpu_s, self.wall_s]),
                             worker_cpu_pct=np.array(self.worker_cpu_pct, dtype=np.float64),
-                            flags=np.array([self.workers, int(self.stopped_early)]))
+                            flags=np.array([self.workers, int(self.stopped_early), self.generator_late]))
 
     @classmethod
     def load(cls, path: str) -> Recording:
         with np.load(path) as data:
             t0, warm, end = (int(v) for v in data["bounds"])
             cpu, wall = (float(v) for v in data["cpu"])
-            workers, stopped = (int(v) for v in data["flags"])
+            workers, stopped, generator_late = (*(int(v) for v in data["flags"]), 0)[:3]
             return cls(t0, warm, end, data["scheduled_ns"], data["sent_ns"], data["done_ns"], data["codes"], cpu,
-                       wall, workers, tuple(float(v) for v in data["worker_cpu_pct"]), bool(stopped))
+                       wall, workers, tuple(float(v) for v in data["worker_cpu_pct"]), bool(stopped), generator_late)
 
     @classmethod
     def merge(cls, parts: list[Recording]) -> Recording:
@@ -99,6 +103,7 @@ class Recording:
             workers=sum(p.workers for p in parts),
             worker_cpu_pct=tuple(v for p in parts for v in p.worker_cpu_pct),
             stopped_early=any(p.stopped_early for p in parts),
+            generator_late=sum(p.generator_late for p in parts),
         )
 
 
@@ -116,6 +121,7 @@ class _Driver:
         self.warm_end = start_ns + int(settings.warmup_s * NS)
         self.end = self.warm_end + int(settings.duration_s * NS)
         self.stopped_early = False
+        self.generator_late = 0  # open loop: see Recording.generator_late
         self.finished: asyncio.Future | None = None
         self.timeout_ns = int(settings.request_timeout_s * NS)
         self.window_ns = int(settings.window_s * NS)
@@ -197,7 +203,7 @@ class _Driver:
             scheduled_ns=rel(self.scheduled), sent_ns=rel(self.sent), done_ns=rel(self.done),
             codes=np.frombuffer(self.codes, dtype=np.int8).copy(),
             generator_cpu_s=cpu, wall_s=wall, worker_cpu_pct=(100.0 * cpu / wall if wall > 0 else 0.0,),
-            stopped_early=self.stopped_early,
+            stopped_early=self.stopped_early, generator_late=self.generator_late,
         )
 
     def close_all(self) -> None:
@@ -286,7 +292,9 @@ class _Scheduled:
     """
 
     t0: int
+    warm_end: int
     end: int
+    generator_late: int
     backlog: collections.deque[int]
 
     def init_schedule(self, schedule_ns: np.ndarray) -> None:
@@ -318,6 +326,8 @@ class _Scheduled:
             due = dues[i]
             if due > now:
                 break
+            if now - due > LATE_START_NS and due >= self.warm_end:
+                self.generator_late += 1
             issue(due)
             i += 1
         self.next_index = i
@@ -340,6 +350,8 @@ class _Scheduled:
             due = self.dues[i]
             if due <= now:
                 self.next_index = i + 1
+                if now - due > LATE_START_NS and due >= self.warm_end:
+                    self.generator_late += 1
                 return due
         return 0
 
@@ -355,7 +367,9 @@ class _Scheduled:
             self.pacer.close()
             self.pacer = None
         now = monotonic_ns()
-        for due in [*self.backlog, *self.dues[self.next_index:self.last]]:
+        unissued = self.dues[self.next_index:self.last]  # the generator never reached these
+        self.generator_late += sum(1 for due in unissued if due >= self.warm_end)
+        for due in [*self.backlog, *unissued]:
             self.record(due, now, now, NOT_SENT)  # scheduled, never sent within the bound: counted, not dropped
         self.backlog.clear()
         self.next_index = self.last

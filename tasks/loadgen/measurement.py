@@ -10,9 +10,11 @@ Definitions, written down once:
 - window k: the successful completions whose completion time falls in [warm-up end + k*window_s, ... +window_s);
   `window_throughput_rps` is their count / window_s, `cv` their coefficient of variation;
 - stable: the last STABLE_WINDOWS windows' throughputs each lie within stability_pct of their mean;
-- late start: a send more than LATE_START_NS after its scheduled time (open loop only);
+- late start: a send more than LATE_START_NS after its scheduled time (open loop only), whatever the cause;
+- generator late start: one of those the generator itself reached late (`Recording.generator_late`), not one
+  it reached on time that then waited for a free connection while the server was slow;
 - generator_saturated: some worker used >= GENERATOR_SATURATED_CPU_PCT of a core, or more than
-  GENERATOR_SATURATED_LATE_FRACTION of the open-loop sends started late.
+  GENERATOR_SATURATED_LATE_FRACTION of the open-loop sends were generator late starts.
 """
 
 from __future__ import annotations
@@ -23,12 +25,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tasks.loadgen import histogram
-from tasks.loadgen.engine import Recording
+from tasks.loadgen.engine import LATE_START_NS, Recording
 from tasks.loadgen.protocols.base import ERROR_KINDS, OK, TIMEOUT
 from tasks.loadgen.settings import STABLE_WINDOWS, LoadSettings
 
 PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9}
-LATE_START_NS = 2_000_000  # an open-loop send more than 2 ms after its scheduled time is late
 GENERATOR_SATURATED_CPU_PCT = 90.0  # a worker used (nearly) a whole core: it may have set the pace
 GENERATOR_SATURATED_LATE_FRACTION = 0.01
 LATENCY_FROM = ("sent", "scheduled")
@@ -81,6 +82,7 @@ class Measurement:
     stopped_early: bool
     cv: float | None
     late_starts: int
+    generator_late_starts: int
     schedule_lag_ms_p99: float | None
     generator_cpu_pct: float  # the busiest worker's CPU, 100 = one core
     generator_cpu_us_per_request: float | None
@@ -160,8 +162,9 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
     late = int((lag > LATE_START_NS).sum())
     cpu_pct = max(recording.worker_cpu_pct, default=0.0)
     total = len(recording.codes)
+    generator_late = recording.generator_late
     saturated = cpu_pct >= GENERATOR_SATURATED_CPU_PCT or (
-        latency_from == "scheduled" and requests > 0 and late / requests > GENERATOR_SATURATED_LATE_FRACTION)
+        latency_from == "scheduled" and requests > 0 and generator_late / requests > GENERATOR_SATURATED_LATE_FRACTION)
 
     def pct(q: float) -> float | None:
         return float(np.percentile(lat, q)) if lat.size else None
@@ -178,7 +181,7 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         latency_ms_max=float(lat.max()) if lat.size else None,
         latency_from=latency_from, windows=n_windows, window_throughput_rps=tuple(float(v) for v in window_rps),
         stable=window_stable(window_rps, settings.stability_pct), stopped_early=recording.stopped_early, cv=cv,
-        late_starts=late,
+        late_starts=late, generator_late_starts=generator_late,
         schedule_lag_ms_p99=float(np.percentile(lag, 99) / 1e6) if lag.size else None,
         generator_cpu_pct=cpu_pct,
         generator_cpu_us_per_request=recording.generator_cpu_s * 1e6 / total if total else None,
