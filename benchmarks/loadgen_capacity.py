@@ -10,6 +10,8 @@ cent within minutes, so only figures measured side by side are compared).
 Goals of issue 5, stated for a machine where wrk reaches 132k req/s:
   closed loop >= 0.8x wrk; open loop >= 60k req/s with < 1% of starts > 2 ms late; <= 12 us generator
   CPU/request.
+"late" counts every start more than 2 ms after its schedule (the goal's measure); "own late" only those the
+generator itself reached late (not those that waited for a free connection while nginx stalled).
 They are judged as stated and, since a slower machine costs every client more per request, also scaled to
 this machine by wrk's rate measured in the same rounds (scale = wrk req/s / 132k: open-loop rate x scale,
 CPU budget / scale). Both verdicts are printed.
@@ -154,7 +156,8 @@ def run_ours(port: int, settings: LoadSettings) -> dict:
         recording = uvloop.run(open_loop("127.0.0.1", port, codec, settings))
         m = summarize(recording, settings, latency_from="scheduled")
     return {"rps": m.throughput_rps, "errors": m.errors, "cpu_us": m.generator_cpu_us_per_request,
-            "cpu_pct": m.generator_cpu_pct, "late": m.late_starts, "requests": m.requests,
+            "cpu_pct": m.generator_cpu_pct, "late": m.late_starts, "own_late": m.generator_late_starts,
+            "requests": m.requests,
             "p99_ms": m.latency_ms_p99, "lag_p99_ms": m.schedule_lag_ms_p99}
 
 
@@ -202,8 +205,8 @@ def median(rounds: list[dict], client: str, key: str) -> float:
     return statistics.median(r[client][key] or 0.0 for r in rounds)
 
 
-def late_fraction(rounds: list[dict], client: str) -> float:
-    return statistics.median(r[client]["late"] / max(1, r[client]["requests"]) for r in rounds)
+def late_fraction(rounds: list[dict], client: str, key: str = "late") -> float:
+    return statistics.median(r[client][key] / max(1, r[client]["requests"]) for r in rounds)
 
 
 def main() -> int:
@@ -249,7 +252,7 @@ def report(rounds: list[dict], args: argparse.Namespace, locust_rps: float | Non
         f"({r['open']['late'] / max(1, r['open']['requests']):.1%} late), open@{r['open_scaled']['rate']:,.0f} "
         f"({r['open_scaled']['late'] / max(1, r['open_scaled']['requests']):.1%} late)" for r in rounds))
     print(f"{'client':<30}{'req/s':>10}{'x wrk':>7}{'CPU us/req':>12}{'x wrk CPU':>11}{'p99 ms':>9}{'late':>8}"
-          f"{'lag p99 ms':>12}")
+          f"{'own late':>10}{'lag p99 ms':>12}")
     print(f"{'wrk':<30}{wrk_rps:>10,.0f}{1.0:>7.2f}{wrk_cpu:>12.2f}{1.0:>11.2f}")
     scaled_rate = statistics.median(r["open_scaled"]["rate"] for r in rounds)
     rows = (("ours closed loop", "closed"), (f"ours open loop @ {args.open_rate:,.0f}", "open"),
@@ -257,9 +260,10 @@ def report(rounds: list[dict], args: argparse.Namespace, locust_rps: float | Non
     for label, key in rows:
         rps, cpu = median(rounds, key, "rps"), median(rounds, key, "cpu_us")
         late = f"{late_fraction(rounds, key):.2%}" if key != "closed" else ""
+        own_late = f"{late_fraction(rounds, key, 'own_late'):.2%}" if key != "closed" else ""
         lag = f"{median(rounds, key, 'lag_p99_ms'):.2f}" if key != "closed" else ""
         print(f"{label:<30}{rps:>10,.0f}{rps / wrk_rps:>7.2f}{cpu:>12.2f}{cpu / wrk_cpu:>11.2f}"
-              f"{median(rounds, key, 'p99_ms'):>9.2f}{late:>8}{lag:>12}")
+              f"{median(rounds, key, 'p99_ms'):>9.2f}{late:>8}{own_late:>10}{lag:>12}")
     if locust_rps is not None:
         print(f"{'locust FastHttpUser':<30}{locust_rps:>10,.0f}{locust_rps / wrk_rps:>7.2f}")
     else:
