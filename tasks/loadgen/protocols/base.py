@@ -48,3 +48,25 @@ class Codec(ABC):
     @abstractmethod
     def decode(self, body: bytes) -> dict[str, np.ndarray]:
         """The outputs of a response (used by parity checks against a live server)."""
+
+
+class JsonCodec(Codec):
+    """A JSON-over-HTTP codec: a 200 status, a JSON body, then the protocol's own check of the outputs."""
+
+    def check(self, status: int, body: bytes) -> int:
+        if status != 200:
+            return HTTP_STATUS
+        if self.sampled_out(body):
+            return OK if self.looks_whole(body) else BAD_RESPONSE
+        try:
+            return OK if self.outputs_match(body) else BAD_RESPONSE
+        except (ValueError, KeyError, TypeError, AttributeError):  # not the JSON the protocol promises
+            return BAD_RESPONSE
+
+    def looks_whole(self, body: bytes) -> bool:
+        """The cheap check of a large response that skips the full parse."""
+        return body.startswith(b"{")
+
+    @abstractmethod
+    def outputs_match(self, body: bytes) -> bool:
+        """Parse the body; True when every expected output is there with its expected shape."""

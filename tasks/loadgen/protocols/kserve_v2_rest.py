@@ -7,12 +7,12 @@ import json
 import numpy as np
 
 from tasks.loadgen.http import build_request
-from tasks.loadgen.protocols.base import BAD_RESPONSE, HTTP_STATUS, OK, Codec
+from tasks.loadgen.protocols.base import JsonCodec
 
 NP_TO_V2 = {"float32": "FP32", "float16": "FP16", "int64": "INT64", "int32": "INT32"}
 
 
-class KServeV2Rest(Codec):
+class KServeV2Rest(JsonCodec):
     name = "kserve_v2_rest"
 
     def body(self) -> bytes:
@@ -23,20 +23,12 @@ class KServeV2Rest(Codec):
     def request_bytes(self) -> bytes:
         return build_request("POST", self.host, self.port, f"/v2/models/{self.model_name}/infer", self.body())
 
-    def check(self, status: int, body: bytes) -> int:
-        if status != 200:
-            return HTTP_STATUS
-        if self.sampled_out(body):
-            return OK if body.startswith(b"{") else BAD_RESPONSE
-        try:
-            outputs = json.loads(body)["outputs"]
-            for out in outputs:
-                expected = self.output_shapes.get(out["name"])
-                if expected is not None and tuple(out["shape"]) != expected:
-                    return BAD_RESPONSE
-        except (ValueError, KeyError, TypeError):
-            return BAD_RESPONSE
-        return OK
+    def outputs_match(self, body: bytes) -> bool:
+        for out in json.loads(body)["outputs"]:
+            expected = self.output_shapes.get(out["name"])
+            if expected is not None and tuple(out["shape"]) != expected:
+                return False
+        return True
 
     def decode(self, body: bytes) -> dict[str, np.ndarray]:
         return {o["name"]: np.asarray(o["data"]).reshape(o["shape"]) for o in json.loads(body)["outputs"]}

@@ -12,7 +12,7 @@ import json
 import numpy as np
 
 from tasks.loadgen.http import build_request
-from tasks.loadgen.protocols.base import BAD_RESPONSE, HTTP_STATUS, OK, Codec
+from tasks.loadgen.protocols.base import JsonCodec
 
 
 def nested_shape(value: object) -> tuple[int, ...]:
@@ -26,7 +26,7 @@ def nested_shape(value: object) -> tuple[int, ...]:
     return tuple(shape)
 
 
-class TFServingRest(Codec):
+class TFServingRest(JsonCodec):
     name = "tfserving_rest"
 
     def path(self) -> str:
@@ -47,22 +47,16 @@ class TFServingRest(Codec):
                              f"({sorted(self.output_shapes)})")
         return {next(iter(self.output_shapes)): outputs}
 
-    def check(self, status: int, body: bytes) -> int:
-        if status != 200:
-            return HTTP_STATUS
-        if self.sampled_out(body):
-            return OK if body.startswith(b"{") and b'"error"' not in body[:64] else BAD_RESPONSE
-        try:
-            data = json.loads(body)
-            if "error" in data:
-                return BAD_RESPONSE
-            outputs = self.named_outputs(data["outputs"])
-            for name, expected in self.output_shapes.items():
-                if name not in outputs or nested_shape(outputs[name]) != tuple(expected):
-                    return BAD_RESPONSE
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return BAD_RESPONSE
-        return OK
+    def looks_whole(self, body: bytes) -> bool:
+        return body.startswith(b"{") and b'"error"' not in body[:64]
+
+    def outputs_match(self, body: bytes) -> bool:
+        data = json.loads(body)
+        if "error" in data:
+            return False
+        outputs = self.named_outputs(data["outputs"])
+        return all(name in outputs and nested_shape(outputs[name]) == tuple(expected)
+                   for name, expected in self.output_shapes.items())
 
     def decode(self, body: bytes) -> dict[str, np.ndarray]:
         data = json.loads(body)

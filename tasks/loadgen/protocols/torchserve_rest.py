@@ -12,7 +12,7 @@ import json
 import numpy as np
 
 from tasks.loadgen.http import build_request
-from tasks.loadgen.protocols.base import BAD_RESPONSE, HTTP_STATUS, OK, Codec
+from tasks.loadgen.protocols.base import JsonCodec
 
 
 def rows_body(inputs: dict[str, np.ndarray]) -> bytes:
@@ -32,7 +32,7 @@ def rows_outputs(body: bytes, output_names: list[str]) -> dict[str, np.ndarray]:
     return {output_names[0]: np.asarray(outputs, dtype=np.float64)}
 
 
-class TorchServeRest(Codec):
+class TorchServeRest(JsonCodec):
     name = "torchserve_rest"
 
     def path(self) -> str:
@@ -41,19 +41,10 @@ class TorchServeRest(Codec):
     def request_bytes(self) -> bytes:
         return build_request("POST", self.host, self.port, self.path(), rows_body(self.inputs))
 
-    def check(self, status: int, body: bytes) -> int:
-        if status != 200:
-            return HTTP_STATUS
-        if self.sampled_out(body):
-            return OK if body.startswith(b"{") else BAD_RESPONSE
-        try:
-            outputs = rows_outputs(body, list(self.output_shapes))
-        except (ValueError, KeyError, TypeError):
-            return BAD_RESPONSE
-        for name, expected in self.output_shapes.items():
-            if name not in outputs or outputs[name].shape != tuple(expected):
-                return BAD_RESPONSE
-        return OK
+    def outputs_match(self, body: bytes) -> bool:
+        outputs = rows_outputs(body, list(self.output_shapes))
+        return all(name in outputs and outputs[name].shape == tuple(expected)
+                   for name, expected in self.output_shapes.items())
 
     def decode(self, body: bytes) -> dict[str, np.ndarray]:
         return rows_outputs(body, list(self.output_shapes))
