@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = "1.2"  # 1.1: the `protocol` column; 1.2: `generator_late_starts`
+SCHEMA_VERSION = "1.3"  # 1.1: `protocol`; 1.2: `generator_late_starts`; 1.3: see COLUMNS_SINCE
 STATUSES = ("ok", "failed", "skipped")
 CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load")
 
@@ -16,17 +16,24 @@ COLUMNS: dict[str, str] = {
     # run identity
     "run_id": "string", "logical_date": "string", "started_at": "string", "finished_at": "string",
     "schema_version": "string", "pipeline_version": "string", "git_sha": "string",
+    "suite": "string",  # the evaluation suite the run's Params came from (suites/<name>.yaml), or null
     # cell key
     "model": "string", "format": "string", "server": "string", "launcher": "string", "device": "string",
     "batch_size": "Int64", "mode": "string", "load": "Float64",
     # what was served
     "model_sha256": "string", "server_version": "string", "runtime_image": "string", "engine": "string",
     "protocol": "string",  # the codec spoken (kserve_v2_rest, kserve_v2_grpc...); rows before 1.1: the server's REST
+    "runtime_image_kind": "string",  # official (a registry's image) | project (built by `make images`) | venv
+    "config_id": "string",  # short id of the serving configuration (knob values); "default" when untuned
+    "config": "string",  # the serving configuration's knob values as JSON
+    "server_cpus": "string",  # the CPUs the server was given (a count or a CPU set), as applied
+    "server_memory": "string",  # the server's memory limit as applied (e.g. "4g"), or null when none
     # host
     "hostname": "string", "cpu_model": "string", "cpu_count": "Int64", "gpu_name": "string", "gpu_driver": "string",
     # load outcome
     "duration_s": "Float64", "requests": "Int64", "errors": "Int64", "error_rate": "Float64",
     "throughput_rps": "Float64", "throughput_sps": "Float64",
+    "throughput_rps_ci_low": "Float64", "throughput_rps_ci_high": "Float64",  # 95 % interval over the windows
     "latency_ms_mean": "Float64", "latency_ms_p50": "Float64", "latency_ms_p90": "Float64",
     "latency_ms_p95": "Float64", "latency_ms_p99": "Float64", "latency_ms_p999": "Float64",
     "latency_ms_max": "Float64", "latency_from": "string",
@@ -41,8 +48,14 @@ COLUMNS: dict[str, str] = {
     "server_cpu_pct": "Float64", "server_rss_mb": "Float64", "gpu_util_pct": "Float64", "gpu_mem_mb": "Float64",
     "gpu_power_w": "Float64",
     "startup_s": "Float64",
+    # outcome: the served-output check before load (worst |a-b| / (atol + rtol*|b|) against the reference; <= 1
+    # passes) and how many times the session's server was restarted before this point (a crash gets one restart)
+    "served_err_ratio": "Float64", "restarts": "Int64",
     "status": "string", "reason": "string",
 }
+# Columns added in 1.3; rows of older runs read back with them empty.
+COLUMNS_SINCE = {"1.3": ("suite", "runtime_image_kind", "config_id", "config", "server_cpus", "server_memory",
+                         "throughput_rps_ci_low", "throughput_rps_ci_high", "served_err_ratio", "restarts")}
 KEY_COLUMNS = ("run_id", "schema_version", *CELL_KEY, "status")
 
 
