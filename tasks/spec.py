@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.errors import ConfigError
+from tasks.names import MODEL_NAME_RULE, is_safe_model_name
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
@@ -128,7 +129,9 @@ def parse_spec(path: Path | str) -> ModelSpec:
         raise ConfigError("spec file", str(path), f"must be valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"spec file {path.name}", type(raw).__name__, "must be a mapping")
-    name = raw.get("name") or path.stem
+    name = str(raw.get("name") or path.stem)
+    if not is_safe_model_name(name):
+        raise ConfigError(f"spec file {path.name}: name", name, MODEL_NAME_RULE)
     where = f"model {name} ({path.name})"
 
     def need(obj: dict, key: str, ctx: str) -> Any:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.loadgen.engine import Recording
 from tasks.loadgen.measurement import latencies_ms
+from tasks.loadgen.recording import Recording
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.serve.base import Endpoint

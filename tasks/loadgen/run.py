@@ -30,11 +30,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from tasks.errors import LoadTestError
-from tasks.loadgen.engine import Recording, arrival_schedule_ns
+from tasks.loadgen.engine import arrival_schedule_ns
 from tasks.loadgen.measurement import Measurement, ServerCounts, summarize
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import OK
+from tasks.loadgen.recording import Recording
 from tasks.loadgen.settings import ARRIVALS, LoadSettings
+from tasks.runtimes import REPO_ROOT
 from tasks.serve.base import Endpoint
 from tasks.spec import ModelSpec, make_inputs
 
@@ -92,6 +94,7 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "tasks.loadgen.run", "--job", str(job), "--out", str(workdir),
                  "--worker", str(index)],
+                env=worker_env(), cwd=REPO_ROOT,  # importable from any working directory
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(workdir / f"worker{index}.log", "wb"),
                 text=True, preexec_fn=(lambda a=affinity: os.sched_setaffinity(0, a)) if affinity else None,
             ))
@@ -125,6 +128,13 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     server = scraper.counts(recording) if scraper is not None else None
     latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
     return summarize(recording, settings, latency_from=latency_from, server=server), workdir / "recording.npz"
+
+
+def worker_env() -> dict[str, str]:
+    """The caller's environment with the repository first on PYTHONPATH, so `python -m tasks.loadgen.run` imports
+    wherever the caller's working directory is."""
+    paths = [str(REPO_ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
 def _await_ready(proc: subprocess.Popen, index: int, workdir: Path) -> None:
