@@ -240,11 +240,15 @@ def run_problems(summary: dict) -> list[str]:
 
 
 def sweep_leftovers(run_id: str | None = None) -> int:
-    """Stop servers that a crashed run left behind (all runs when `run_id` is None)."""
-    count = 0
+    """Stop the servers of `run_id`, or (None) the servers that crashed runs left behind, whose starting task is
+    gone; a crashed run's work folder goes with its servers."""
+    swept = []
     for launcher_cls in LAUNCHERS.values():
-        count += len(launcher_cls().sweep(run_id))
-    return count
+        swept += launcher_cls().sweep(run_id)
+    if run_id is None:
+        for crashed in {h.run_id for h in swept}:
+            cleanup_run_dir(crashed)
+    return len(swept)
 
 
 def cleanup_run_dir(run_id: str) -> None:

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from tasks.spec import ModelSpec, make_inputs
 
 PROCESS_GRACE_S = 60.0
 READY_TIMEOUT_S = 60.0  # workers must import, connect and report ready within this
+PR_SET_PDEATHSIG = 1
 START_LEAD_NS = 50_000_000  # the common start is this far after the last worker reported ready
 REACHABLE_TIMEOUT_S = 2.0
 
@@ -96,7 +98,7 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
                  "--worker", str(index)],
                 env=worker_env(), cwd=REPO_ROOT,  # importable from any working directory
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(workdir / f"worker{index}.log", "wb"),
-                text=True, preexec_fn=(lambda a=affinity: os.sched_setaffinity(0, a)) if affinity else None,
+                text=True, preexec_fn=lambda a=affinity: _prepare_worker(a),
             ))
         for index, proc in enumerate(procs):
             _await_ready(proc, index, workdir)
@@ -128,6 +130,24 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     server = scraper.counts(recording) if scraper is not None else None
     latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
     return summarize(recording, settings, latency_from=latency_from, server=server), workdir / "recording.npz"
+
+
+def _prepare_worker(affinity: tuple[int, ...]) -> None:
+    """In the worker, before exec: its cores, and death with its parent (a killed measuring task must not leave
+    generators sending load at a server)."""
+    if affinity:
+        os.sched_setaffinity(0, affinity)
+    die_with_parent()
+
+
+def die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG); elsewhere nothing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 def worker_env() -> dict[str, str]:
