@@ -17,7 +17,8 @@ Definitions, written down once:
     end of the slot's stall (consecutive timeouts of the slot are one stall), the expected-interval
     correction of HdrHistogram/wrk. At most OMITTED_SAMPLES_PER_STALL are materialized per stall, each
     weighted so that they stand for all of them.
-  `censored` and `omitted` count both kinds; `latency_ms_*` are weighted percentiles over all samples;
+  `censored` and `omitted` count both kinds; `latency_ms_*` are percentiles over all samples, weighted, each
+  the inverted CDF (the smallest sample whose cumulative weight reaches q %: always a latency that was seen);
 - windows: the measured time is cut into `window_s` time windows, each counting successful completions; where
   those hold fewer than MIN_WINDOW_COMPLETIONS on average (a slow model: one request more or less would move
   a window by several %), windows are cut by request count instead (perf_analyzer's count windows): K
