@@ -1,9 +1,11 @@
 """Nightly serving evaluation: convert each model, serve it on each stack one server at a time, load-test it,
 validate the results and publish them to S3.
 
-Every night at 02:00 UTC, or from the trigger form. Each mapped `measure` task is one server session (start,
-all its load points, stop) in the `serving_eval_host` pool, one at a time per host, so no two servers are
-ever up together. Failed cells are published (run marked partial) and then fail the run in `check`.
+Every night at 02:00 UTC, or from the trigger form. `plan` checks every input first (bad input fails it alone,
+before anything is converted or started). Each mapped `measure` task is one server session (start, all its
+load points, stop) in the `serving_eval_host` pool, one at a time per host, so no two servers are ever up
+together. Failed cells are published (run marked partial, or failed when nothing could be measured) and then
+fail the run in `check`.
 """
 
 from __future__ import annotations
@@ -96,7 +98,13 @@ def _connection(conn_id: str):
         "stability_pct": Param(D.stability_pct, type="number", exclusiveMinimum=0, maximum=100,
                                title="Stability band, %", section="Load"),
         "request_timeout_s": Param(D.request_timeout_s, type="number", exclusiveMinimum=0, maximum=600,
-                                   title="Request timeout, s", section="Load"),
+                                   title="Request timeout, s",
+                                   description="a request without an answer by then is a timeout: an error, and a "
+                                               "latency sample at the timeout", section="Load"),
+        "max_error_rate": Param(D.max_error_rate, type="number", minimum=0, maximum=1,
+                                title="Tolerated error rate per load point",
+                                description="a load point with failed or timed-out requests is failed unless their "
+                                            "fraction is below this (0: any error fails it)", section="Outcome"),
         "stop_when_stable": Param(D.stop_when_stable, type="boolean", title="End a load point once stable",
                                   description="at the first window boundary where the last three windows agree, "
                                               "after min_windows; duration_s stays the bound", section="Load"),
@@ -135,7 +143,8 @@ def nightly_serving_eval():
         return sweep_leftovers()
 
     @task
-    def start(params=None, run_id=None, dag_run=None) -> dict:
+    def plan(params=None, run_id=None, dag_run=None) -> dict:
+        """Check every input (bad input fails here alone, naming the model and field) and expand the plan."""
         from tasks.pipeline import start_run
 
         logical = (dag_run.logical_date or dag_run.run_after).isoformat()
@@ -165,6 +174,10 @@ def nightly_serving_eval():
 
     @task(trigger_rule="all_done")
     def collect(started: dict, measured: list[dict]) -> dict:
+        if started is None:  # the plan step failed: it alone says why; everything after it is skipped
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            raise AirflowSkipException("the plan step failed: nothing was converted, measured or published")
         from tasks.pipeline import collect_results
 
         return collect_results(started, list(measured))
@@ -205,7 +218,7 @@ def nightly_serving_eval():
         return swept
 
     before = sweep_leftovers()
-    started = start()
+    started = plan()
     converted = convert.partial(started=started).expand(conversion=conversions(started))
     measured = measure.partial(started=started, converted=converted).expand(session=sessions(started))
     collected = collect(started, measured)

@@ -3,6 +3,10 @@
     python -m tasks.cli run --conf '{"servers": ["custom"]}'   # the steps in order, no Airflow
     python -m tasks.cli demo                                    # `airflow dags test` against an embedded S3
     python -m tasks.cli airflow                                 # the Airflow UI on 127.0.0.1:8080
+
+Exit codes: 0 the run published and fully ok; 1 published but not fully ok (failed cells, failed validation,
+nothing measured, or a failing `check`); 2 refused before any work (bad input, store unreachable); 130
+interrupted (Ctrl-C or SIGTERM: every process the command started is stopped first).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import argparse
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tasks.errors import ServingEvalError
+from tasks.proctree import create_time_of, terminate_tree
 from tasks.runtimes import REPO_ROOT
 
 DAG_ID = "nightly_serving_eval"
@@ -26,12 +32,17 @@ DEMO_CONF = {"servers": ["custom", "triton", "torchserve", "bentoml", "kserve"],
              "models": ["mlp"], "concurrencies": [1, 4], "duration_s": 3.0, "warmup_s": 1.0, "window_s": 1.0,
              "fail_on_cell_failure": False}
 DEMO_OUT = REPO_ROOT / "demo-results"
+CHILD_GRACE_S = 15.0  # Airflow's components get this long after SIGTERM before SIGKILL
+EXIT_OK, EXIT_NOT_OK, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
 SUMMARY_COLUMNS = ("model", "format", "server", "batch_size", "load", "throughput_rps", "latency_ms_p50",
                    "latency_ms_p99", "error_rate", "server_cpu_pct", "startup_s", "stable", "status")
 
 
 def airflow_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    # LocalExecutor starts `parallelism` worker processes (32 by default): as many as the host has cores is
+    # plenty, since measuring tasks run one at a time per host anyway.
+    env.setdefault("AIRFLOW__CORE__PARALLELISM", str(max(2, os.cpu_count() or 2)))
     # `airflow standalone` starts its components as `airflow ...` from PATH: the orchestrator venv first.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("AIRFLOW_HOME", str(REPO_ROOT / ".airflow"))
@@ -46,6 +57,24 @@ def airflow_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def airflow(*args: str, env: dict[str, str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([str(Path(sys.executable).with_name("airflow")), *args], env=env, **kwargs)
+
+
+def run_child(argv: list[str], env: dict[str, str], grace_s: float = CHILD_GRACE_S, **popen_kwargs) -> int:
+    """Run a long-lived child (Airflow standalone, `dags test`) in its own session; however this ends (its own
+    exit, Ctrl-C, SIGTERM), its whole process tree is stopped by PID before returning."""
+    proc = subprocess.Popen(argv, env=env, start_new_session=True, **popen_kwargs)
+    created = create_time_of(proc.pid)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        print(f"\nstopping {Path(argv[0]).name} (pid {proc.pid}) and every process it started ...", flush=True)
+        raise
+    finally:
+        terminate_tree(proc.pid, proc.pid, created, grace_s, reap=proc.poll)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def migrate_db(env: dict[str, str]) -> None:
@@ -110,17 +139,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
         log_path = Path(env["AIRFLOW_HOME"]) / "demo.log"
         print(f"running `airflow dags test {DAG_ID}` (log: {log_path}) ...")
         started = time.monotonic()
-        with open(log_path, "w") as log:
-            proc = airflow("dags", "test", DAG_ID, "-c", json.dumps(conf), env=env, stdout=log,
-                           stderr=subprocess.STDOUT)
-        print(f"DAG run finished in {time.monotonic() - started:.0f} s with exit code {proc.returncode}")
+        try:
+            with open(log_path, "w") as log:
+                returncode = run_child([str(Path(sys.executable).with_name("airflow")), "dags", "test", DAG_ID, "-c",
+                                        json.dumps(conf)], env, stdout=log, stderr=subprocess.STDOUT)
+        finally:
+            from tasks.pipeline import sweep_leftovers
+
+            sweep_leftovers()  # servers of a `dags test` that was stopped halfway
+        print(f"DAG run finished in {time.monotonic() - started:.0f} s with exit code {returncode}")
         store = S3Store(bucket, conf.get("s3_prefix", "serving-eval"), s3.connection(conn_id))
         try:
             pointer, manifest = fetch_latest(store)
         except Exception as exc:  # noqa: BLE001 - nothing was published: show the log's end
             print(log_path.read_text()[-4000:])
             print(f"no run was published ({exc})")
-            return 1
+            return EXIT_NOT_OK
         out = DEMO_OUT / Path(manifest["prefix"]).name
         out.mkdir(parents=True, exist_ok=True)
         for obj in manifest["objects"]:
@@ -133,13 +167,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"s3://{bucket}/{manifest['prefix']}/")
     print_summary(frame)
     print(f"\nresults copied to {out} (the embedded S3 stops with the demo)")
-    return 0 if manifest["status"] in ("complete", "partial") else 1
+    problems = []
+    if manifest["status"] != "complete":
+        problems.append(f"run status {manifest['status']} (see the failed cells above)")
+    if returncode != 0:
+        problems.append(f"the DAG run failed (exit code {returncode}; log: {log_path})")
+    for problem in problems:
+        print(f"not fully ok: {problem}", file=sys.stderr)
+    return EXIT_NOT_OK if problems else EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """The pipeline's steps in order, in this process: what the DAG does, without a scheduler."""
     from tasks.config import RunConfig
-    from tasks.pipeline import check_outcome, run_pipeline
+    from tasks.pipeline import RunFailed, check_outcome, run_pipeline, run_problems
     from tasks.results import to_frame
     from tasks.store import connection_from_env
 
@@ -150,8 +191,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary, rows = run_pipeline(params, run_id=run_id, logical_date=now.isoformat(), conn=conn)
     print_summary(to_frame(rows))
     print(json.dumps(summary, indent=2))
-    check_outcome(summary)
-    return 0
+    problems = run_problems(summary)
+    try:
+        check_outcome(summary)
+    except RunFailed as exc:
+        problems.append(str(exc))
+    for problem in dict.fromkeys(problems):
+        print(f"not fully ok: {problem}", file=sys.stderr)
+    return EXIT_NOT_OK if problems else EXIT_OK
 
 
 def cmd_airflow(args: argparse.Namespace) -> int:
@@ -170,10 +217,10 @@ def cmd_airflow(args: argparse.Namespace) -> int:
                 env=env, capture_output=True)
         print(f"embedded S3 at {s3.endpoint_url}; Airflow UI at http://127.0.0.1:{args.port} (Ctrl-C stops both)")
         try:
-            airflow("standalone", env=env)
+            run_child([str(Path(sys.executable).with_name("airflow")), "standalone"], env)
         except KeyboardInterrupt:
             pass
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,11 +239,17 @@ def main(argv: list[str] | None = None) -> int:
     af.add_argument("--s3-port", type=int, default=None)
     af.set_defaults(func=cmd_airflow)
     args = parser.parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM unwinds like Ctrl-C: clean-ups run
     try:
         return args.func(args)
     except ServingEvalError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        print("interrupted: every process this command started was stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

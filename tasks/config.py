@@ -55,6 +55,7 @@ class RunConfig:
     window_s: float = 2.0
     stability_pct: float = 10.0
     request_timeout_s: float = 10.0
+    max_error_rate: float = 0.0  # a load point with errors is failed unless their fraction is below this
     stop_when_stable: bool = False  # end a load point at the first stable window after min_windows
     min_windows: int = STABLE_WINDOWS
     workers: int = 1  # generator processes per load point
@@ -119,6 +120,11 @@ class RunConfig:
                 if not (isinstance(r, (int, float)) and r > 0):
                     raise ConfigError("rates", r, "each must be > 0 requests/s")
         check_timing(self.duration_s, self.warmup_s, self.window_s)
+        if not (isinstance(self.max_error_rate, (int, float)) and 0 <= self.max_error_rate <= 1):
+            raise ConfigError("max_error_rate", self.max_error_rate,
+                              "must be from 0 (any failed request fails the load point) to 1")
+        if not (isinstance(self.request_timeout_s, (int, float)) and self.request_timeout_s > 0):
+            raise ConfigError("request_timeout_s", self.request_timeout_s, "must be > 0 s")
         if not (isinstance(self.workers, int) and 1 <= self.workers <= MAX_WORKERS):
             raise ConfigError("workers", self.workers, f"must be an integer from 1 to {MAX_WORKERS}")
         if self.mode == "concurrency" and self.workers > min(self.concurrencies):

@@ -1,7 +1,10 @@
-"""One server session measured: start the server, run each of its load points, always stop it.
+"""One server session measured: start the server, check what it serves, run each of its load points, always
+stop it.
 
-Every planned cell comes back as a row: `ok` with its figures, or `failed`/`skipped` with a reason. A
-failure in one cell never loses the cells already measured.
+Every planned cell comes back as a row: `ok` with its figures, or `failed`/`skipped` with a reason, judged by
+`tasks.outcome` (the server alive and ready after each point *before* its row is accepted, errors within
+`max_error_rate`, served outputs matching the reference). A server that dies or hangs is restarted once and
+the remaining points run on the new one. A failure in one cell never loses the cells already measured.
 """
 
 from __future__ import annotations
@@ -16,18 +19,21 @@ from pathlib import Path
 
 from tasks.config import RunConfig
 from tasks.convert import Artifact
-from tasks.errors import ConfigError, ServingEvalError
+from tasks.errors import ConfigError
 from tasks.loadgen.measurement import Measurement
 from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
+from tasks.outcome import MAX_RESTARTS, ServerHealth, describe_health, judge_point
 from tasks.plan import SWEEP_MODES
 from tasks.results import CELL_KEY, empty_row
 from tasks.serve.base import Endpoint, ServingOptions
+from tasks.serve.hostlock import host_lock
 from tasks.serve.launchers import get_launcher
 from tasks.serve.servers import get_server
 from tasks.serve.session import server_session
+from tasks.served_check import ServedCheck, check_served_outputs
 from tasks.spec import load_spec
 
 MEASUREMENT_COLUMNS = (
@@ -36,8 +42,10 @@ MEASUREMENT_COLUMNS = (
     "latency_from", "stable", "windows", "cv", "late_starts", "generator_late_starts", "generator_cpu_pct",
     "generator_saturated",
     "warmup_requests", "timeouts", "stopped_early", "schedule_lag_ms_p99", "generator_cpu_us_per_request", "workers",
-    "latency_hdr", "server_requests", "server_throughput_rps",
+    "latency_hdr", "server_requests", "server_throughput_rps", "throughput_rps_ci_low", "throughput_rps_ci_high",
 )
+READY_AFTER_POINT_S = 5.0  # after a load point the server must answer its readiness probe within this
+SERVER_FAILED = "_server_failed"  # a row's private mark: its point found the server dead or hung (not published)
 
 
 def split_cpus(pin: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -96,25 +104,83 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
     measured: set[str] = set()  # cell ids whose rows are in `rows` (a sweep cell has one row per point)
     served = {"model_sha256": artifact.sha256, "engine": server.engines.get(artifact.format)}
     log_dir = Path(run["run_dir"]) / "logs"
+    check: ServedCheck | None = None
     try:
         launcher = get_launcher(config.launcher)
-        with server_session(server, artifact, spec, launcher, run_id=run["run_id"], cell_id=session["session_id"],
-                            log_dir=log_dir, ready_timeout_s=config.ready_timeout_s, cpus=server_cpus,
-                            timeline=timeline) as live:
+        with host_lock(run["run_id"], session["session_id"]), \
+                server_session(server, artifact, spec, launcher, run_id=run["run_id"], cell_id=session["session_id"],
+                               log_dir=log_dir, ready_timeout_s=config.ready_timeout_s, cpus=server_cpus,
+                               timeline=timeline) as live:
+            check = _check_served(live, spec, artifact, config, timeline)
             for cell in cells:
+                if not check.passed:
+                    break  # every cell not measured fails below with the check's reason
                 if cell["mode"] in SWEEP_MODES:
-                    rows += _measure_sweep(run, cell, live, spec, config, gen_cpus, served, timeline)
+                    new_rows = _measure_sweep(run, cell, live, spec, config, gen_cpus, served, timeline)
                 else:
-                    rows.append(_measure_cell(run, cell, live, spec, config, gen_cpus, served, timeline))
+                    new_rows = [_measure_cell(run, cell, live, spec, config, gen_cpus, served, timeline)]
+                failure = next((r.pop(SERVER_FAILED) for r in new_rows if r.get(SERVER_FAILED)), None)
+                for r in new_rows:
+                    r.pop(SERVER_FAILED, None)
+                    r.update(served_err_ratio=check.err_ratio, restarts=r.get("restarts", live.restarts))
+                rows += new_rows
                 measured.add(cell["cell_id"])
-                code = launcher.exit_code(live.handle)
-                if code is not None:
-                    raise ServingEvalError(f"server {server.name} exited with code {code} during the load test; "
-                                           f"log tail:\n{launcher.log_tail(live.handle)}")
+                if failure and cell is not cells[-1]:
+                    if live.restarts >= MAX_RESTARTS:
+                        raise ServerFailedTwice(f"server {server.name} failed again after its restart, the "
+                                                f"remaining points are not measured: {failure}")
+                    live.restart(failure)
+                    check = _check_served(live, spec, artifact, config, timeline)
+            if not check.passed:
+                raise ServedOutputsWrong(served_reason(server.name, check))
     except Exception as exc:  # noqa: BLE001 - any failure becomes the reason of the cells not yet measured
-        reason = f"{type(exc).__name__}: {exc}"
-        rows += [not_measured(run, c, "failed", reason, **served) for c in cells if c["cell_id"] not in measured]
+        reason = str(exc) if isinstance(exc, SessionEnded) else f"{type(exc).__name__}: {exc}"
+        extra = {"served_err_ratio": check.err_ratio} if check is not None else {}
+        rows += [not_measured(run, c, "failed", reason, **served, **extra) for c in cells
+                 if c["cell_id"] not in measured]
     return {"rows": rows, "timeline": timeline}
+
+
+class SessionEnded(Exception):
+    """The session stopped measuring; its message is the reason of every cell not yet measured."""
+
+
+class ServerFailedTwice(SessionEnded):
+    pass
+
+
+class ServedOutputsWrong(SessionEnded):
+    pass
+
+
+def served_reason(server: str, check: ServedCheck) -> str:
+    return (f"server {server} served outputs that differ from the reference ({check.reference}): {check.detail}; "
+            f"worst |a-b|/(atol+rtol*|b|) {check.err_ratio:.3g} > 1; no load was sent")
+
+
+def _check_served(live, spec, artifact: Artifact, config: RunConfig, timeline: dict) -> ServedCheck:
+    """The served-output check of the live server (REST codec), recorded in the timeline."""
+    check = check_served_outputs(live.server.protocol, live.endpoint, spec, artifact, config.max_batch_size)
+    timeline.setdefault("served_checks", []).append(check.to_dict())
+    return check
+
+
+def observe_health(live) -> ServerHealth:
+    """Is the server still running and ready? Read after every load point, before its row is accepted."""
+    launcher = live.launcher
+    code = launcher.exit_code(live.handle)
+    ready = False
+    deadline = time.monotonic() + READY_AFTER_POINT_S
+    while code is None and not ready:
+        ready = live.server.is_ready(live.endpoint)
+        if ready or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+        code = launcher.exit_code(live.handle)
+    health = ServerHealth(code, ready and code is None)
+    if not health.alive:
+        health = ServerHealth(code, False, launcher.log_tail(live.handle))
+    return health
 
 
 def load_endpoint(live, protocol: str | None) -> Endpoint:
@@ -191,13 +257,15 @@ def _measure_cell(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus
 
 def _measure_point(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
                    served: dict, timeline: dict) -> tuple[dict, Measurement | None]:
-    """One load point: its row, and its measurement when the load point ran."""
-    measurement = None
+    """One load point: its row (judged by `tasks.outcome` once the server's health after the point is known),
+    and its measurement when the load point ran."""
+    measurement, load_error = None, None
     row = base_row(run, cell)
-    row.update(served, server_version=live.server_version, startup_s=live.startup_s, runtime_image=live.runtime_image)
+    row.update(served, server_version=live.server_version, startup_s=live.startup_s, runtime_image=live.runtime_image,
+               restarts=live.restarts)
     events = timeline["cells"].setdefault(cell["cell_id"], {})
     events["load_begin"] = time.time()
-    workdir = Path(tempfile.mkdtemp(prefix="serving-eval-load-"))
+    workdir = Path(tempfile.mkdtemp(prefix="load-", dir=run["run_dir"]))  # removed with the run's folder too
     try:
         settings = load_settings(cell, config)
         counters = server_counter(live)
@@ -209,16 +277,16 @@ def _measure_point(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpu
         row.update({k: data[k] for k in MEASUREMENT_COLUMNS})
         row["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)
         row.update(sampler.summary().to_dict())
-        if measurement.requests and measurement.errors == measurement.requests:
-            reason = f"all {measurement.requests} requests failed: {measurement.errors_by_kind}"
-            row.update(status="failed", reason=reason)
-        elif measurement.requests == 0:
-            row.update(status="failed", reason="no request completed in the measured time")
-        else:
-            row.update(status="ok", reason=None)
     except Exception as exc:  # noqa: BLE001 - this cell fails; the session goes on
-        row.update(status="failed", reason=f"{type(exc).__name__}: {exc}"[:4000])
+        load_error = f"{type(exc).__name__}: {exc}"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         events["load_end"] = time.time()
+    health = observe_health(live)
+    outcome = judge_point(live.server.name, measurement.to_dict() if measurement else None, load_error, health,
+                          config.max_error_rate)
+    row.update(status=outcome.status, reason=outcome.reason[:4000] if outcome.reason else None)
+    if outcome.server_failed:
+        row[SERVER_FAILED] = describe_health(live.server.name, health)[:4000]
+        events["server_failed"] = row[SERVER_FAILED][:500]
     return row, measurement

@@ -15,14 +15,14 @@ from pathlib import Path
 
 from tasks.config import RunConfig
 from tasks.convert import ConversionSkipped, convert
-from tasks.errors import ServingEvalError
+from tasks.errors import ConfigError, ServingEvalError
 from tasks.measure import not_measured
 from tasks.metadata import collect_code_metadata, collect_host_metadata
 from tasks.plan import expected_rows, make_plan, rows_of
 from tasks.publish import publish_run, safe_run_id
 from tasks.report import render_report
 from tasks.results import SCHEMA_VERSION, to_csv_bytes, to_frame, to_parquet_bytes
-from tasks.runtimes import cache_root
+from tasks.runtimes import CACHE_ENV, cache_root
 from tasks.serve.launchers import LAUNCHERS
 from tasks.spec import load_spec
 from tasks.store import ConnectionFields, S3Store
@@ -45,18 +45,45 @@ def result_store(config: RunConfig, conn: ConnectionFields) -> S3Store:
 
 
 def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionFields) -> dict:
-    """Check the inputs and the store, expand the plan; nothing is converted or started yet."""
+    """The plan step: check every input that can be checked without converting (Params and their cross-field
+    rules, model specs, bring-your-own source files: presence, shape, `sha256`), the work folder and the store,
+    then expand the plan. Bad input raises here, naming the model and field; nothing is converted or started."""
     config = RunConfig.from_params(params)
     plan = make_plan(config)
+    check_sources(config, conn)
+    directory = prepare_run_dir(run_id)
     result_store(config, conn).check()
-    directory = run_dir(run_id)
-    shutil.rmtree(directory, ignore_errors=True)  # a retry of this run id starts its folder afresh
-    (directory / "logs").mkdir(parents=True)
     run = {
         "run_id": run_id, "logical_date": logical_date, "started_at": now_iso(), "schema_version": SCHEMA_VERSION,
         "run_dir": str(directory), "host": collect_host_metadata(), "code": collect_code_metadata(),
     }
     return {"run": run, **plan.to_dict()}
+
+
+def check_sources(config: RunConfig, conn: ConnectionFields) -> None:
+    """Every bring-your-own source file is there, has its format's shape and, when pinned, its `sha256`
+    (an s3:// file is fetched through the run's connection into the source cache the conversion then uses)."""
+    from tasks.convert.sources import resolve_source
+
+    for model in config.models:
+        spec = load_spec(model)
+        if spec.source_file:
+            resolve_source(spec, conn)
+
+
+def prepare_run_dir(run_id: str) -> Path:
+    """The run's private work folder, empty (a retry of this run id starts afresh), or a ConfigError naming it."""
+    directory = run_dir(run_id)
+    try:
+        shutil.rmtree(directory, ignore_errors=True)
+        (directory / "logs").mkdir(parents=True)
+        probe = directory / ".writable"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(CACHE_ENV, str(directory), f"the run's work folder must be a writable folder ({exc}); "
+                                                      f"point {CACHE_ENV} at one") from exc
+    return directory
 
 
 def convert_step(conversion: dict, log=print, conn: ConnectionFields | None = None,
@@ -133,9 +160,12 @@ def regress_step(started: dict, collected: dict, conversions: list[dict], conn: 
 
 
 def run_status(collected: dict, validation: dict) -> str:
-    if not validation["success"]:
+    """complete: validated, every cell ok or skipped; partial: some cells failed, some were measured; failed:
+    validation failed, or no cell could be measured at all (a run that measured nothing is no partial result)."""
+    rows = collected["rows"]
+    if not validation["success"] or not any(r["status"] == "ok" for r in rows):
         return "failed"
-    return "partial" if any(r["status"] == "failed" for r in collected["rows"]) else "complete"
+    return "partial" if any(r["status"] == "failed" for r in rows) else "complete"
 
 
 def publish_step(started: dict, collected: dict, conversions: list[dict], validation: dict,
@@ -181,9 +211,13 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
 
 
 def check_outcome(summary: dict) -> dict:
-    """Raise after publishing when the run failed validation or (unless turned off) has failed cells."""
+    """Raise after publishing when the run failed validation, measured nothing, or (unless turned off) has failed
+    cells or regressions."""
     if not summary["validation_success"]:
         raise RunFailed(f"run published to {summary['manifest']} failed validation: {summary['failed_expectations']}")
+    if summary["status"] == "failed":
+        raise RunFailed(f"no cell of the run could be measured ({summary['failed']} failed, {summary['skipped']} "
+                        f"skipped; published as failed to {summary['manifest']}); see the `reason` column")
     if summary["failed"] and summary["fail_on_cell_failure"]:
         raise RunFailed(f"{summary['failed']} of {summary['cells']} cells failed (published as partial to "
                         f"{summary['manifest']}); see the `reason` column. "
@@ -194,12 +228,27 @@ def check_outcome(summary: dict) -> dict:
     return summary
 
 
+def run_problems(summary: dict) -> list[str]:
+    """Why a published run is not fully ok (empty when it is): what the CLI's non-zero exit code stands for,
+    whatever the Params that let the DAG run stay green say."""
+    problems = []
+    if summary["status"] != "complete":
+        problems.append(f"run status {summary['status']}: {summary['failed']} of {summary['cells']} cells failed")
+    if not summary["validation_success"]:
+        problems.append(f"validation failed: {summary['failed_expectations']}")
+    return problems
+
+
 def sweep_leftovers(run_id: str | None = None) -> int:
-    """Stop servers that a crashed run left behind (all runs when `run_id` is None)."""
-    count = 0
+    """Stop the servers of `run_id`, or (None) the servers that crashed runs left behind, whose starting task is
+    gone; a crashed run's work folder goes with its servers."""
+    swept = []
     for launcher_cls in LAUNCHERS.values():
-        count += len(launcher_cls().sweep(run_id))
-    return count
+        swept += launcher_cls().sweep(run_id)
+    if run_id is None:
+        for crashed in {h.run_id for h in swept}:
+            cleanup_run_dir(crashed)
+    return len(swept)
 
 
 def cleanup_run_dir(run_id: str) -> None:

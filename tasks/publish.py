@@ -10,6 +10,7 @@ import json
 import mimetypes
 from datetime import UTC, datetime
 
+from tasks.names import safe_component
 from tasks.results import SCHEMA_VERSION
 from tasks.store import S3Store
 
@@ -24,7 +25,8 @@ def run_prefix(store: S3Store, logical_date: str, run_id: str) -> str:
 
 
 def safe_run_id(run_id: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    """The run id as a folder name and key part (see `tasks.names.safe_component`)."""
+    return safe_component(run_id)
 
 
 def publish_run(store: S3Store, *, run_id: str, logical_date: str, files: dict[str, bytes], status: str,

@@ -26,13 +26,17 @@ DOCKER_DIR = REPO_ROOT / "docker"
 CACHE_ENV = "SERVING_EVAL_CACHE"
 COMPLETE_MARKER = ".serving-eval-complete.json"
 PIP_INSTALL_TIMEOUT_S = 1800
+CREDENTIAL_PREFIXES = ("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AWS_", "AIRFLOW__DATABASE__", "AIRFLOW__CELERY__")
 
 
 def cache_root() -> Path:
     """The host-wide cache for runtimes and artifacts (`$SERVING_EVAL_CACHE`, else ~/.cache/serving-eval)."""
     root = os.environ.get(CACHE_ENV) or str(Path.home() / ".cache" / "serving-eval")
     path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(CACHE_ENV, root, f"the work and cache folder must be a writable folder ({exc})") from exc
     return path
 
 
@@ -127,8 +131,11 @@ def _build_venv(venv_dir: Path, req: Path) -> None:
 
 
 def runtime_env_vars(env: RuntimeEnv, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for a process in this runtime: its venv first on PATH, the repository importable."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    """Environment for a process in this runtime: its venv first on PATH, the repository importable, and none of
+    the orchestrator's credentials (Airflow connections and variables, AWS keys): servers and converters never
+    need them, and a server that prints its environment must not publish a secret in its log."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("PYTHON", "VIRTUAL_ENV", *CREDENTIAL_PREFIXES)) and "SECRET" not in k.upper()}
     base["PATH"] = f"{env.bin_dir}{os.pathsep}{base.get('PATH', '')}"
     base["VIRTUAL_ENV"] = str(env.venv_dir)
     base["PYTHONPATH"] = str(REPO_ROOT)

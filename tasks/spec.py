@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from tasks.errors import ConfigError
+from tasks.names import MODEL_NAME_RULE, is_safe_model_name
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+MODELS_ENV = "SERVING_EVAL_MODELS"  # more folders of spec files, besides models/
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
 GENERATORS = ("normal", "uniform", "token_ids", "ones", "prefix_ones")
 FRAMEWORKS = ("torch", "tensorflow")  # frameworks a builder can build in
@@ -104,8 +106,16 @@ class ModelSpec:
 
 
 def catalogue() -> dict[str, Path]:
-    """Model name -> spec file, for every spec in `models/`."""
-    return {p.stem: p for p in sorted(MODELS_DIR.glob("*.yaml"))}
+    """Model name -> spec file, for every spec in `models/` and in the folders of `$SERVING_EVAL_MODELS`
+    (os.pathsep-separated: bring-your-own specs kept outside the repository; `models/` wins a name clash)."""
+    import os
+
+    folders = [MODELS_DIR, *(Path(p) for p in os.environ.get(MODELS_ENV, "").split(os.pathsep) if p)]
+    specs: dict[str, Path] = {}
+    for folder in folders:
+        for path in sorted(folder.glob("*.yaml")):
+            specs.setdefault(path.stem, path)
+    return dict(sorted(specs.items()))
 
 
 def load_spec(name: str) -> ModelSpec:
@@ -128,7 +138,9 @@ def parse_spec(path: Path | str) -> ModelSpec:
         raise ConfigError("spec file", str(path), f"must be valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"spec file {path.name}", type(raw).__name__, "must be a mapping")
-    name = raw.get("name") or path.stem
+    name = str(raw.get("name") or path.stem)
+    if not is_safe_model_name(name):
+        raise ConfigError(f"spec file {path.name}: name", name, MODEL_NAME_RULE)
     where = f"model {name} ({path.name})"
 
     def need(obj: dict, key: str, ctx: str) -> Any:
@@ -218,7 +230,7 @@ def parse_spec(path: Path | str) -> ModelSpec:
         parity_batch_sizes=batch_sizes,
         source_file=file,
         source_format=file_format if file else "",
-        source_sha256=str(source.get("sha256") or "").lower(),
+        source_sha256=_sha256_field(source.get("sha256"), where),
         params=params,
         convert_options=convert_options,
         path=str(path),
@@ -226,6 +238,16 @@ def parse_spec(path: Path | str) -> ModelSpec:
     for fmt in convert_options:
         spec.options_for(fmt)  # rejects unknown options now, not at conversion time
     return spec
+
+
+def _sha256_field(value: Any, where: str) -> str:
+    """A pinned source.sha256: 64 hex digits, or "" when not pinned."""
+    if value is None or value == "":
+        return ""
+    text = str(value).strip().lower()
+    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+        raise ConfigError(f"{where}: source.sha256", value, "must be 64 hexadecimal digits (quote it in YAML)")
+    return text
 
 
 def make_inputs(spec: ModelSpec, batch_size: int, seed: int = INPUT_SEED) -> dict[str, Any]:

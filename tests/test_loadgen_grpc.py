@@ -133,7 +133,7 @@ def triton_grpc(mlp_onnx, mlp_spec, tmp_path_factory):
 @pytest.mark.integration
 def test_triton_grpc_closed_and_open_loop_counts_agree_with_server(triton_grpc, mlp_spec, tmp_path):
     """Expected request counts over gRPC, and Triton's nv_inference_request_success within 2% of the client's."""
-    from tasks.loadgen.engine import Recording
+    from tasks.loadgen.recording import Recording
     from tasks.loadgen.run import run_load_point
     from tasks.loadgen.settings import LoadSettings
     from tests.test_loadgen_servers import _check_counts

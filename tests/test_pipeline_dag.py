@@ -144,18 +144,37 @@ def test_server_crashing_at_startup_fails_fast_and_run_is_partial(run_dag, regis
 
 
 def test_cleanup_when_the_load_test_raises(run_dag, bucket, store_for, monkeypatch):
-    def broken_load_point(*args, **kwargs):
-        raise RuntimeError("injected load-generator failure")
+    import tasks.measure
+
+    real_load_point = tasks.measure.run_load_point
+
+    def broken_load_point(endpoint, spec, settings, *args, **kwargs):
+        if settings.load == 1:
+            raise RuntimeError("injected load-generator failure")
+        return real_load_point(endpoint, spec, settings, *args, **kwargs)
 
     monkeypatch.setattr("tasks.measure.run_load_point", broken_load_point)
     temp_before = session_temp_dirs()
-    dag_run = run_dag(fast_conf(bucket, concurrencies=[1], fail_on_cell_failure=False))
+    dag_run = run_dag(fast_conf(bucket, concurrencies=[1, 2], fail_on_cell_failure=False))
     assert dag_run.state == "success"  # fail_on_cell_failure=false: published partial, run not failed
 
     store = store_for(bucket)
     _, manifest = read_run(store)
     assert manifest["status"] == "partial"
-    frame = results_frame(store, manifest)
-    assert list(frame["status"]) == ["failed"]
-    assert "injected load-generator failure" in frame["reason"][0]
+    frame = results_frame(store, manifest).sort_values("load")
+    assert list(frame["status"]) == ["failed", "ok"]
+    assert "injected load-generator failure" in frame["reason"].iloc[0]
     assert_nothing_left(temp_before, read_json_object(store, manifest, "logs/sessions.json"))
+
+
+def test_a_run_that_measured_nothing_is_published_as_failed(run_dag, bucket, store_for, monkeypatch):
+    def broken_load_point(*args, **kwargs):
+        raise RuntimeError("injected load-generator failure")
+
+    monkeypatch.setattr("tasks.measure.run_load_point", broken_load_point)
+    dag_run = run_dag(fast_conf(bucket, concurrencies=[1], fail_on_cell_failure=False))
+    assert dag_run.state == "failed"  # nothing measured is not a partial result, whatever fail_on_cell_failure says
+    _, manifest = read_run(store_for(bucket))
+    assert manifest["status"] == "failed"
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert states["publish"] == "success" and states["check"] == "failed"

@@ -88,5 +88,8 @@ def test_a_bucket_typo_fails_the_plan_step_before_any_conversion_or_server(s3_en
         run_conf=fast_conf("no-such-bucket-typo", concurrencies=[1]))
     assert dag_run.state == "failed"
     states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
-    assert states["start"] == "failed"
-    assert all(states.get(task) in (None, "upstream_failed") for task in ("convert", "measure", "publish"))
+    assert states["plan"] == "failed"
+    assert all(states.get(task) in (None, "upstream_failed", "skipped") for task in ("convert", "measure", "publish"))
+    # the plan step fails alone: no other task fails with a secondary error
+    assert [task for task, state in states.items() if state == "failed"] == ["plan"], states
+    assert states["collect"] == "skipped"

@@ -18,6 +18,7 @@ import numpy as np
 
 SERVER_NAME = "serving-eval-custom"
 SERVER_VERSION = "0.1.0"
+LOGGED_FAILURES = 20
 V2_DTYPES = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32": np.int32}
 NP_TO_V2 = {np.dtype(v).name: k for k, v in V2_DTYPES.items()}
 
@@ -93,6 +94,7 @@ def create_app(engine: OnnxEngine, model_name: str):
     from fastapi import FastAPI, Request, Response
 
     app = FastAPI(title=SERVER_NAME, version=SERVER_VERSION)
+    failures = {"count": 0}
 
     def error(status: int, message: str) -> Response:
         return Response(json.dumps({"error": message}), status_code=status, media_type="application/json")
@@ -127,6 +129,9 @@ def create_app(engine: OnnxEngine, model_name: str):
         try:
             outputs = engine(inputs)
         except Exception as exc:  # noqa: BLE001 - the engine's message is what the client needs
+            failures["count"] += 1
+            if failures["count"] <= LOGGED_FAILURES:  # the first few reach the log; every one reaches its client
+                print(f"{SERVER_NAME}: inference failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             return error(500, f"inference failed: {exc}")
         payload = {"model_name": model_name, "outputs": [
             {"name": k, "shape": list(v.shape), "datatype": NP_TO_V2.get(v.dtype.name, "FP32"),
@@ -150,9 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     names = [n for n in args.inputs.split(",") if n], [n for n in args.outputs.split(",") if n]
+    print(f"{SERVER_NAME} {SERVER_VERSION}: loading model {args.model_name!r} from {args.model_dir} "
+          f"({args.threads} intra-op thread(s))", flush=True)
     engine = load_engine(args.model_dir, args.threads, *names)
+    print(f"{SERVER_NAME}: {engine.version} ready; serving on {args.host}:{args.port}", flush=True)
     app = create_app(engine, args.model_name)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    # Start-up, shutdown and errors go to the log; no line per request (the access log costs the server CPU
+    # while it is being measured, and the same rule holds for every stack).
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
     return 0
 
 

@@ -12,6 +12,7 @@ sys.argv (parse_known_args) at import: the flags above that KServe knows mean th
 
 import argparse
 import json
+import logging
 import os
 
 import kserve
@@ -123,7 +124,11 @@ def main():
     args = parse_args()
     bind_to(args.bind_host)
     model = ServedModel(args.model_name, args.model_dir, args.threads)
-    kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port, workers=1).start([model])
+    server = kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port, workers=1)
+    # No access-log line per request (KServe configured uvicorn's logging in the constructor; uvicorn does not
+    # reconfigure it): start-up and errors still reach the log. The same rule holds for every stack.
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    server.start([model])
 
 
 if __name__ == "__main__":

@@ -27,9 +27,12 @@ class Artifact:
         """The DESIGN.md parity contract for this artifact."""
         worst_abs = max(p["max_abs_err"] for p in self.record["parity"])
         worst_rel = max(p["max_rel_err"] for p in self.record["parity"])
+        ratios = [p["max_err_ratio"] for p in self.record["parity"] if "max_err_ratio" in p]
         return {
             "model": self.model, "format": self.format, "reference": self.record["reference"],
             "max_abs_err": worst_abs, "max_rel_err": worst_rel,
+            # worst |a - b| / (atol + rtol * |b|): the allclose rule as one number, passes at <= 1
+            "max_err_ratio": max(ratios) if ratios else None,
             "atol": self.record.get("atol", spec.parity_atol), "rtol": self.record.get("rtol", spec.parity_rtol),
             "passed": self.parity_passed,
             "batch_sizes": [p["batch_size"] for p in self.record["parity"]],

@@ -118,15 +118,19 @@ def compare(spec: ModelSpec, batch_size: int, reference: list, actual: list, ato
         r.shape == a.shape for r, a in zip(reference, actual, strict=False))
     if not shapes_ok:
         return {"batch_size": batch_size, "max_abs_err": float("inf"), "max_rel_err": float("inf"),
-                "shapes_match": False, "allclose": False,
+                "max_err_ratio": float("inf"), "shapes_match": False, "allclose": False,
                 "shapes": {"reference": [list(r.shape) for r in reference], "actual": [list(a.shape) for a in actual]}}
     pairs = [(r.astype(np.float64), a.astype(np.float64)) for r, a in zip(reference, actual, strict=True)]
     abs_err = max((float(np.max(np.abs(r - a))) if r.size else 0.0) for r, a in pairs)
     rel_err = max((float(np.max(np.abs(r - a) / (np.abs(r) + 1e-12))) if r.size else 0.0) for r, a in pairs)
+    # The allclose rule as one number: each element's |a - b| against its own allowance atol + rtol * |b|;
+    # <= 1 everywhere is exactly numpy.allclose(a, b, atol, rtol). max_rel_err alone is unreadable next to
+    # rtol: an element near zero has a huge relative error yet passes through atol.
+    ratio = max((float(np.max(np.abs(r - a) / (atol + rtol * np.abs(r)))) if r.size else 0.0) for r, a in pairs)
     finite = all(bool(np.all(np.isfinite(a))) for _, a in pairs)
     allclose = finite and all(bool(np.allclose(a, r, atol=atol, rtol=rtol)) for r, a in pairs)
-    return {"batch_size": batch_size, "max_abs_err": abs_err, "max_rel_err": rel_err, "shapes_match": True,
-            "allclose": allclose}
+    return {"batch_size": batch_size, "max_abs_err": abs_err, "max_rel_err": rel_err,
+            "max_err_ratio": ratio if finite else float("inf"), "shapes_match": True, "allclose": allclose}
 
 
 def measure_parity(spec: ModelSpec, out: Path, run: Callable[[dict], list], atol: float | None = None,

@@ -10,7 +10,7 @@ send, so a stalled server cannot hide its stall (no coordinated omission). The s
 on one host it must not take CPU from the server it measures.
 
 Stop rules, all written down here: the measured time ends `duration_s` after the warm-up, or earlier at a
-window boundary when `stop_when_stable` is set and the stability rule of `measurement.window_stable` holds
+window boundary when `stop_when_stable` is set and the stability rule of `recording.window_stable` holds
 after at least `min_windows` windows. In-flight requests then get at most `request_timeout_s` + DRAIN_GRACE_S;
 a request in flight longer than `request_timeout_s` is aborted and counted as a timeout.
 """
@@ -22,14 +22,21 @@ import collections
 import time
 from array import array
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from time import monotonic_ns
 
 import numpy as np
 
 from tasks.loadgen.http import HttpConnection
 from tasks.loadgen.pacer import Pacer, make_pacer
-from tasks.loadgen.protocols.base import CONNECTION, NOT_SENT, TIMEOUT, Codec
+from tasks.loadgen.protocols.base import CONNECTION, ERROR_KINDS, NOT_SENT, TIMEOUT, Codec
+from tasks.loadgen.recording import (
+    FIRST_ERROR_MAX_CHARS,
+    LATE_START_NS,
+    NO_SLOT,
+    Recording,
+    window_counts,
+    window_stable,
+)
 from tasks.loadgen.settings import LoadSettings
 
 WATCHDOG_PERIOD_S = 0.05
@@ -39,72 +46,7 @@ OPEN_LOOP_INITIAL_CONNECTIONS = 16
 OPEN_LOOP_MAX_OPENING = 8  # connections being opened at once while a backlog waits
 MIN_WAKE_GAP_NS = 100_000  # open loop: one schedule wake-up per 100 us at most; a due send waits at most this
 NS = 1_000_000_000
-LATE_START_NS = 2_000_000  # an open-loop send more than 2 ms after its scheduled time is late
 StartAt = int | Callable[[], Awaitable[int]] | None  # the common start of a load point's workers
-
-
-@dataclass
-class Recording:
-    """What happened, request by request, in nanoseconds relative to `t0_ns` (start of the warm-up).
-
-    `t0_ns` is the absolute CLOCK_MONOTONIC time of the start, shared by every worker of a load point, so
-    recordings of several generator processes merge by concatenation.
-    """
-
-    t0_ns: int
-    warmup_end_ns: int
-    end_ns: int
-    scheduled_ns: np.ndarray
-    sent_ns: np.ndarray
-    done_ns: np.ndarray
-    codes: np.ndarray
-    generator_cpu_s: float = 0.0
-    wall_s: float = 0.0
-    workers: int = 1
-    worker_cpu_pct: tuple[float, ...] = ()
-    stopped_early: bool = False
-    # measured open-loop requests the generator itself reached more than LATE_START_NS after their due time
-    # (a request it reached on time but that then waited for a free connection is late by the server's pace)
-    generator_late: int = 0
-    meta: dict = field(default_factory=dict)
-
-    def save(self, path: str) -> None:
-        np.savez_compressed(path, scheduled_ns=self.scheduled_ns, sent_ns=self.sent_ns, done_ns=self.done_ns,
-                            codes=self.codes, bounds=np.array([self.t0_ns, self.warmup_end_ns, self.end_ns]),
-                            cpu=np.array([self.generator_cpu_s, self.wall_s]),
-                            worker_cpu_pct=np.array(self.worker_cpu_pct, dtype=np.float64),
-                            flags=np.array([self.workers, int(self.stopped_early), self.generator_late]))
-
-    @classmethod
-    def load(cls, path: str) -> Recording:
-        with np.load(path) as data:
-            t0, warm, end = (int(v) for v in data["bounds"])
-            cpu, wall = (float(v) for v in data["cpu"])
-            workers, stopped, generator_late = (*(int(v) for v in data["flags"]), 0)[:3]
-            return cls(t0, warm, end, data["scheduled_ns"], data["sent_ns"], data["done_ns"], data["codes"], cpu,
-                       wall, workers, tuple(float(v) for v in data["worker_cpu_pct"]), bool(stopped), generator_late)
-
-    @classmethod
-    def merge(cls, parts: list[Recording]) -> Recording:
-        """One recording of a load point driven by several generator processes that shared `t0_ns`."""
-        if not parts:
-            raise ValueError("recordings: must merge at least one")
-        starts = {p.t0_ns for p in parts}
-        if len(starts) != 1:
-            raise ValueError(f"t0_ns={sorted(starts)}: the workers of one load point must share their start")
-        first = parts[0]
-        return cls(
-            t0_ns=first.t0_ns, warmup_end_ns=first.warmup_end_ns, end_ns=min(p.end_ns for p in parts),
-            scheduled_ns=np.concatenate([p.scheduled_ns for p in parts]),
-            sent_ns=np.concatenate([p.sent_ns for p in parts]),
-            done_ns=np.concatenate([p.done_ns for p in parts]),
-            codes=np.concatenate([p.codes for p in parts]),
-            generator_cpu_s=sum(p.generator_cpu_s for p in parts), wall_s=max(p.wall_s for p in parts),
-            workers=sum(p.workers for p in parts),
-            worker_cpu_pct=tuple(v for p in parts for v in p.worker_cpu_pct),
-            stopped_early=any(p.stopped_early for p in parts),
-            generator_late=sum(p.generator_late for p in parts),
-        )
 
 
 class _Driver:
@@ -116,6 +58,8 @@ class _Driver:
         self.check = codec.check
         self.scheduled, self.sent, self.done = array("q"), array("q"), array("q")
         self.codes = array("b")
+        self.slots: array | None = None  # the closed loop's slot of each request (recording.Recording.slots)
+        self.first_error, self.first_error_ns = "", -1
         self.conns: list[HttpConnection] = []
         self.t0 = start_ns
         self.warm_end = start_ns + int(settings.warmup_s * NS)
@@ -126,16 +70,32 @@ class _Driver:
         self.timeout_ns = int(settings.request_timeout_s * NS)
         self.window_ns = int(settings.window_s * NS)
 
-    def record(self, scheduled: int, sent: int, done: int, code: int) -> None:
+    def record(self, scheduled: int, sent: int, done: int, code: int, slot: int = NO_SLOT) -> None:
         self.scheduled.append(scheduled)
         self.sent.append(sent)
         self.done.append(done)
         self.codes.append(code)
+        if self.slots is not None:
+            self.slots.append(slot)
+
+    def note_error(self, code: int, detail: str, at_ns: int) -> None:
+        """Keep the message of the first failed request (what the row's reason quotes); later ones only count."""
+        if not self.first_error:
+            self.first_error = f"{ERROR_KINDS.get(code, code)}: {detail}"[:FIRST_ERROR_MAX_CHARS]
+            self.first_error_ns = at_ns - self.t0
+
+    def note_response_error(self, code: int, status: int, body: bytes, at_ns: int) -> None:
+        if not self.first_error:
+            text = body[:300].decode(errors="replace").strip()
+            self.note_error(code, f"HTTP {status}: {text}" if status else f"unparsable response: {text}", at_ns)
 
     def on_lost(self, conn: HttpConnection, exc: BaseException | None) -> None:
         if conn.busy:
             conn.busy = False
-            self.record(conn.scheduled_ns, conn.sent_ns, monotonic_ns(), CONNECTION)
+            now = monotonic_ns()
+            self.record(conn.scheduled_ns, conn.sent_ns, now, CONNECTION, conn.slot)
+            self.note_error(CONNECTION, f"connection lost while a request was in flight ({exc or 'closed by peer'})",
+                            now)
         if conn in self.conns:
             self.conns.remove(conn)
             self.replace(conn)
@@ -151,7 +111,9 @@ class _Driver:
             for conn in list(self.conns):
                 if conn.busy and now - conn.sent_ns > self.timeout_ns:
                     conn.busy = False
-                    self.record(conn.scheduled_ns, conn.sent_ns, now, TIMEOUT)
+                    self.record(conn.scheduled_ns, conn.sent_ns, now, TIMEOUT, conn.slot)
+                    self.note_error(TIMEOUT, f"no response within {self.settings.request_timeout_s:g} s "
+                                             "(request_timeout_s)", now)
                     conn.abort()  # connection_lost follows: the connection leaves the pool and is replaced
 
     async def begin(self, start_ns: StartAt) -> tuple[float, float]:
@@ -164,8 +126,6 @@ class _Driver:
 
     def stability_check(self, k: int) -> None:
         """At the end of measured window `k` (1-based): stop early when the stability rule holds."""
-        from tasks.loadgen.measurement import window_counts, window_stable
-
         if self.end <= self.warm_end + k * self.window_ns - 1:
             return
         counts = window_counts(np.array(self.done, dtype=np.int64), np.array(self.codes, dtype=np.int8),
@@ -204,6 +164,8 @@ class _Driver:
             codes=np.frombuffer(self.codes, dtype=np.int8).copy(),
             generator_cpu_s=cpu, wall_s=wall, worker_cpu_pct=(100.0 * cpu / wall if wall > 0 else 0.0,),
             stopped_early=self.stopped_early, generator_late=self.generator_late,
+            slots=None if self.slots is None else np.frombuffer(self.slots, dtype=np.int32).copy(),
+            first_error=self.first_error, first_error_ns=self.first_error_ns,
         )
 
     def close_all(self) -> None:
@@ -213,17 +175,29 @@ class _Driver:
         for conn in conns:
             if conn.busy:
                 conn.busy = False
-                self.record(conn.scheduled_ns, conn.sent_ns, now, TIMEOUT)
+                self.record(conn.scheduled_ns, conn.sent_ns, now, TIMEOUT, conn.slot)
+                self.note_error(TIMEOUT, "still in flight at the load point's bound", now)
             conn.close()
 
 
 class _ClosedLoop(_Driver):
+    """`concurrency` slots, each one connection with one request always in flight. A lost connection is
+    reopened for its slot; every refused attempt is recorded as a connection error (sent = done = the attempt),
+    so a dead server shows as errors, not as a quiet gap."""
+
+    def __init__(self, host: str, port: int, codec: Codec, settings: LoadSettings, start_ns: int) -> None:
+        super().__init__(host, port, codec, settings, start_ns)
+        self.slots = array("i")
+
     def on_response(self, conn: HttpConnection, status: int, body: bytes) -> None:
         done = monotonic_ns()
-        sent = conn.sent_ns
-        self.sent.append(sent)
+        code = self.check(status, body)
+        self.sent.append(conn.sent_ns)
         self.done.append(done)
-        self.codes.append(self.check(status, body))
+        self.codes.append(code)
+        self.slots.append(conn.slot)
+        if code:
+            self.note_response_error(code, status, body, done)
         if done < self.end:
             conn.send(self.request, 0)
         elif self.finished is not None:
@@ -231,15 +205,18 @@ class _ClosedLoop(_Driver):
 
     def replace(self, conn: HttpConnection) -> None:
         if monotonic_ns() < self.end:
-            asyncio.get_running_loop().create_task(self._reconnect())
+            asyncio.get_running_loop().create_task(self._reconnect(conn.slot))
         else:
             self.finish_if_idle()
 
-    async def _reconnect(self) -> None:
+    async def _reconnect(self, slot: int) -> None:
         while monotonic_ns() < self.end:
             try:
-                conn = await HttpConnection.open(self.host, self.port, self)
-            except OSError:
+                conn = await HttpConnection.open(self.host, self.port, self, slot)
+            except OSError as exc:
+                now = monotonic_ns()
+                self.record(now, now, now, CONNECTION, slot)
+                self.note_error(CONNECTION, f"reconnecting to {self.host}:{self.port} failed: {exc}", now)
                 await asyncio.sleep(RECONNECT_PAUSE_S)
                 continue
             self.conns.append(conn)
@@ -247,10 +224,11 @@ class _ClosedLoop(_Driver):
             return
         self.finish_if_idle()
 
-    def record(self, scheduled: int, sent: int, done: int, code: int) -> None:
+    def record(self, scheduled: int, sent: int, done: int, code: int, slot: int = NO_SLOT) -> None:
         self.sent.append(sent)  # closed loop: scheduled == sent, filled in at the end
         self.done.append(done)
         self.codes.append(code)
+        self.slots.append(slot)
 
     def recording(self, cpu0: float, wall0: float) -> Recording:
         self.scheduled = self.sent
@@ -262,7 +240,7 @@ async def closed_loop(host: str, port: int, codec: Codec, settings: LoadSettings
     """`concurrency` (default: the settings') connections, each with one request always in flight."""
     n_conns = concurrency or settings.concurrency
     driver = _ClosedLoop(host, port, codec, settings, 0)
-    driver.conns = [await HttpConnection.open(host, port, driver) for _ in range(n_conns)]
+    driver.conns = [await HttpConnection.open(host, port, driver, slot) for slot in range(n_conns)]
     cpu0, wall0 = await driver.begin(start_ns)
     loop = asyncio.get_running_loop()
     guard = loop.create_task(driver.watchdog())
@@ -371,6 +349,9 @@ class _Scheduled:
         self.generator_late += sum(1 for due in unissued if due >= self.warm_end)
         for due in [*self.backlog, *unissued]:
             self.record(due, now, now, NOT_SENT)  # scheduled, never sent within the bound: counted, not dropped
+        if self.backlog or unissued:
+            self.note_error(NOT_SENT, f"{len(self.backlog) + len(unissued)} due requests found no free connection "
+                                      "before the load point's bound", now)
         self.backlog.clear()
         self.next_index = self.last
 
@@ -425,10 +406,13 @@ class _OpenLoop(_Scheduled, _Driver):
 
     def on_response(self, conn: HttpConnection, status: int, body: bytes) -> None:
         done = monotonic_ns()
+        code = self.check(status, body)
         self.scheduled.append(conn.scheduled_ns)
         self.sent.append(conn.sent_ns)
         self.done.append(done)
-        self.codes.append(self.check(status, body))
+        self.codes.append(code)
+        if code:
+            self.note_response_error(code, status, body, done)
         self._next(conn, done)
 
     def replace(self, conn: HttpConnection) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from array import array
 from time import monotonic_ns
 
 import grpc
@@ -31,7 +32,6 @@ from tasks.loadgen.engine import (
     DRAIN_GRACE_S,
     NS,
     RECONNECT_PAUSE_S,
-    Recording,
     StartAt,
     _Driver,
     _Scheduled,
@@ -39,6 +39,7 @@ from tasks.loadgen.engine import (
 )
 from tasks.loadgen.protocols.base import CONNECTION, TIMEOUT, Codec
 from tasks.loadgen.protocols.kserve_v2_grpc import MODEL_INFER_METHOD
+from tasks.loadgen.recording import NO_SLOT, Recording
 from tasks.loadgen.settings import LoadSettings
 
 STREAMS_PER_CHANNEL = 16  # concurrent calls per channel (HTTP/2 connection) before another channel is opened
@@ -83,20 +84,26 @@ class _GrpcDriver(_Driver):
         self.next_call = (self.next_call + 1) % len(self.calls)
         return call
 
-    async def issue(self, call, scheduled: int | None) -> int:
+    async def issue(self, call, scheduled: int | None, slot: int = NO_SLOT) -> int:
         """One call; records it and returns its error kind. `scheduled` None: the closed loop's actual send."""
         number = self.call_number = self.call_number + 1
         sent = monotonic_ns()
         scheduled = sent if scheduled is None else scheduled
-        self.in_flight[number] = (scheduled, sent)
+        self.in_flight[number] = (scheduled, sent, slot)
+        detail = ""
         try:
             body = await call(self.request, timeout=self.settings.request_timeout_s)
             code = self.check(0, body)
+            if code:
+                detail = f"unexpected ModelInferResponse ({len(body)} bytes)"
         except grpc.aio.AioRpcError as exc:
             code = self.check(exc.code().value[0], b"")
+            detail = f"gRPC {exc.code().name}: {exc.details()}"
         done = monotonic_ns()
         del self.in_flight[number]
-        self.record(scheduled, sent, done, code)
+        self.record(scheduled, sent, done, code, slot)
+        if code:
+            self.note_error(code, detail, done)
         return code
 
     def spawn(self, coro) -> None:
@@ -115,8 +122,10 @@ class _GrpcDriver(_Driver):
     async def close(self) -> None:
         """Count the calls still in flight as timeouts, cancel them and close every channel."""
         now = monotonic_ns()
-        for scheduled, sent in self.in_flight.values():
-            self.record(scheduled, sent, now, TIMEOUT)
+        for scheduled, sent, slot in self.in_flight.values():
+            self.record(scheduled, sent, now, TIMEOUT, slot)
+        if self.in_flight:
+            self.note_error(TIMEOUT, "still in flight at the load point's bound", now)
         self.in_flight.clear()
         tasks = list(self.tasks)
         for task in tasks:
@@ -137,12 +146,13 @@ class _GrpcClosedLoop(_GrpcDriver):
         super().__init__(host, port, codec, settings, channel_count(concurrency))
         self.concurrency = concurrency
         self.running = 0
+        self.slots = array("i")
 
-    async def slot(self, call) -> None:
+    async def slot(self, call, index: int) -> None:
         """One of the `concurrency` slots: the next call as soon as the previous one completed."""
         try:
             while monotonic_ns() < self.end:
-                if await self.issue(call, None) == CONNECTION:
+                if await self.issue(call, None, index) == CONNECTION:
                     await asyncio.sleep(RECONNECT_PAUSE_S)  # the server is gone: do not spin on refusals
         except Exception as exc:  # noqa: BLE001 - handed to the caller, who raises it after clean-up
             self.fail(exc)
@@ -153,8 +163,8 @@ class _GrpcClosedLoop(_GrpcDriver):
 
     def start(self) -> None:
         self.running = self.concurrency
-        for _ in range(self.concurrency):
-            self.spawn(self.slot(self.pick_call()))
+        for index in range(self.concurrency):
+            self.spawn(self.slot(self.pick_call(), index))
 
 
 async def closed_loop(host: str, port: int, codec: Codec, settings: LoadSettings, *,

@@ -33,25 +33,27 @@ def counts_indexes(hist: HdrHistogram, values: np.ndarray) -> np.ndarray:
     return ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + (sub_bucket - hist.sub_bucket_half_count)
 
 
-def add_values(hist: HdrHistogram, values_us: np.ndarray) -> HdrHistogram:
-    """Add many values (microseconds) at once; values outside the histogram's range are clipped to it."""
+def add_values(hist: HdrHistogram, values_us: np.ndarray, weights: np.ndarray | None = None) -> HdrHistogram:
+    """Add many values (microseconds) at once, each counted `weights[i]` times (rounded; default once);
+    values outside the histogram's range are clipped to it."""
     values = np.clip(np.asarray(values_us, dtype=np.int64), 0, HIGHEST_US)
     if values.size == 0:
         return hist
+    counts_each = None if weights is None else np.rint(np.asarray(weights, dtype=float)).astype(np.int64)
     index = counts_indexes(hist, values)
     counts = np.ctypeslib.as_array(hist.counts)  # a view of the histogram's own counters
-    added = np.bincount(index, minlength=hist.counts_len)[:hist.counts_len]
-    counts += added.astype(counts.dtype)
-    hist.total_count += int(values.size)
+    added = np.bincount(index, weights=counts_each, minlength=hist.counts_len)[:hist.counts_len]
+    counts += np.rint(added).astype(counts.dtype)
+    hist.total_count += int(values.size if counts_each is None else counts_each.sum())
     hist.min_value = min(hist.min_value, int(values.min()))
     hist.max_value = max(hist.max_value, int(values.max()))
     return hist
 
 
-def histogram_from_ns(latencies_ns: np.ndarray) -> HdrHistogram:
-    """A histogram of latencies given in nanoseconds (rounded to whole microseconds)."""
+def histogram_from_ns(latencies_ns: np.ndarray, weights: np.ndarray | None = None) -> HdrHistogram:
+    """A histogram of latencies given in nanoseconds (rounded to whole microseconds), optionally weighted."""
     values_us = (np.asarray(latencies_ns, dtype=np.int64) + 500) // 1000
-    return add_values(new_histogram(), values_us)
+    return add_values(new_histogram(), values_us, weights)
 
 
 def encode(hist: HdrHistogram) -> str:

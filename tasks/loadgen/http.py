@@ -47,11 +47,12 @@ class Driver(Protocol):
 class HttpConnection(asyncio.Protocol):
     """One keep-alive connection. `busy` while a request is in flight; `scheduled_ns`/`sent_ns` belong to it."""
 
-    __slots__ = ("driver", "transport", "busy", "scheduled_ns", "sent_ns", "_buf", "_body_start", "_length",
+    __slots__ = ("driver", "slot", "transport", "busy", "scheduled_ns", "sent_ns", "_buf", "_body_start", "_length",
                  "_chunked", "_status")
 
-    def __init__(self, driver: Driver) -> None:
+    def __init__(self, driver: Driver, slot: int = -1) -> None:
         self.driver = driver
+        self.slot = slot  # the closed loop's connection slot (kept across reconnects); -1 in the open loop
         self.transport: asyncio.Transport | None = None
         self.busy = False
         self.scheduled_ns = 0
@@ -63,9 +64,9 @@ class HttpConnection(asyncio.Protocol):
         self._status = 0
 
     @classmethod
-    async def open(cls, host: str, port: int, driver: Driver) -> HttpConnection:
+    async def open(cls, host: str, port: int, driver: Driver, slot: int = -1) -> HttpConnection:
         loop = asyncio.get_running_loop()
-        _, proto = await loop.create_connection(lambda: cls(driver), host, port)
+        _, proto = await loop.create_connection(lambda: cls(driver, slot), host, port)
         return proto
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -1,14 +1,30 @@
-"""Summaries of a recording: percentiles with numpy, windows, stability and the generator's self-check.
+"""Summaries of a recording: percentiles, windows, stability, a throughput interval and the generator's self-check.
 
-A `Measurement` is immutable; warm-up requests are counted apart and never mixed into the figures. Only
-successful requests give latencies: a failed request is counted by kind, never as a fast (or slow) success.
+A `Measurement` is immutable; warm-up requests are counted apart and never mixed into the figures. A failed
+request is counted by kind, never as a fast success.
 
 Definitions, written down once:
 - measured requests: scheduled (open loop) or sent (closed loop) in [warm-up end, end of measured time);
 - throughput_rps: successful completions inside the measured time / its length (a server that falls behind
   an open-loop schedule shows its real pace, not the offered rate);
-- window k: the successful completions whose completion time falls in [warm-up end + k*window_s, ... +window_s);
-  `window_throughput_rps` is their count / window_s, `cv` their coefficient of variation;
+- latency samples: every measured successful request, from its actual send (closed loop) or its scheduled
+  send (open loop); plus *censored* samples, so that a hang cannot hide from the percentiles:
+  - a request that timed out counts at its timeout (at least `request_timeout_s`, more if it was given up
+    later), an open-loop request never sent counts at the time it waited until the generator gave up;
+  - closed loop: while a connection slot waits on a request that ends in a timeout, it would have sent
+    requests every E (the slot's median successful latency) had the server answered: coordinated omission.
+    Those omitted requests count as censored samples too, each at the time from its would-be send to the
+    end of the slot's stall (consecutive timeouts of the slot are one stall), the expected-interval
+    correction of HdrHistogram/wrk. At most OMITTED_SAMPLES_PER_STALL are materialized per stall, each
+    weighted so that they stand for all of them.
+  `censored` and `omitted` count both kinds; `latency_ms_*` are percentiles over all samples, weighted, each
+  the inverted CDF (the smallest sample whose cumulative weight reaches q %: always a latency that was seen);
+- windows: the measured time is cut into `window_s` time windows, each counting successful completions; where
+  those hold fewer than MIN_WINDOW_COMPLETIONS on average (a slow model: one request more or less would move
+  a window by several %), windows are cut by request count instead (perf_analyzer's count windows): K
+  consecutive completions per window, its throughput K / the time they spanned (`window_basis` says which);
+- cv: the coefficient of variation of the windows' throughputs; throughput_rps_ci_low/high: a 95 % interval
+  of throughput, throughput_rps x (1 -/+ t(0.975, n-1) x sd / (mean x sqrt(n))) over the n windows;
 - stable: the last STABLE_WINDOWS windows' throughputs each lie within stability_pct of their mean;
 - late start: a send more than LATE_START_NS after its scheduled time (open loop only), whatever the cause;
 - generator late start: one of those the generator itself reached late (`Recording.generator_late`), not one
@@ -25,14 +41,19 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tasks.loadgen import histogram
-from tasks.loadgen.engine import LATE_START_NS, Recording
-from tasks.loadgen.protocols.base import ERROR_KINDS, OK, TIMEOUT
-from tasks.loadgen.settings import STABLE_WINDOWS, LoadSettings
+from tasks.loadgen.protocols.base import ERROR_KINDS, NOT_SENT, OK, TIMEOUT
+from tasks.loadgen.recording import LATE_START_NS, Recording, window_counts, window_stable
+from tasks.loadgen.settings import LoadSettings
 
 PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9}
 GENERATOR_SATURATED_CPU_PCT = 90.0  # a worker used (nearly) a whole core: it may have set the pace
 GENERATOR_SATURATED_LATE_FRACTION = 0.01
 LATENCY_FROM = ("sent", "scheduled")
+MIN_WINDOW_COMPLETIONS = 50  # below this many completions per time window on average, windows are cut by count
+MIN_COUNT_WINDOW = 5  # a count window holds at least this many completions
+OMITTED_SAMPLES_PER_STALL = 2000
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # Student t
 
 
 @dataclass(frozen=True)
@@ -92,6 +113,12 @@ class Measurement:
     server_requests: float | None = None
     server_throughput_rps: float | None = None
     server_client_requests: int | None = None  # the client's successes over the server counter's window
+    window_basis: str = "time"  # "time" (window_s windows) or "count" (K completions each)
+    throughput_rps_ci_low: float | None = None
+    throughput_rps_ci_high: float | None = None
+    censored: int = 0  # latency samples of requests that timed out or were never sent (at their lower bound)
+    omitted: int = 0  # closed loop: requests a stalled slot would have sent (coordinated omission), as samples
+    first_error: str = ""  # the message of the earliest failed request
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -123,20 +150,104 @@ def latencies_ms(recording: Recording, latency_from: str) -> np.ndarray:
     return latencies_ns(recording, latency_from) / 1e6
 
 
-def window_counts(done_ns: np.ndarray, codes: np.ndarray, start_ns: int, window_ns: int, n_windows: int) -> np.ndarray:
-    """Successful completions per window: the one definition used by the summary and the stop rule."""
-    ok_done = done_ns[(codes == OK) & (done_ns >= start_ns)]
-    index = (ok_done - start_ns) // window_ns
-    return np.bincount(index[index < n_windows].astype(np.int64), minlength=n_windows)[:n_windows]
+def t_975(df: int) -> float:
+    """Student's t quantile 0.975 for `df` >= 1 degrees of freedom (from the table; between its entries, the
+    value of the next smaller df, which is the larger, so the interval errs wide)."""
+    if df >= 120:
+        return 1.96
+    return T_975[max(k for k in T_975 if k <= max(df, 1))]
 
 
-def window_stable(window_rps: np.ndarray, stability_pct: float) -> bool:
-    """perf_analyzer's rule: the last STABLE_WINDOWS windows each lie within stability_pct of their mean."""
-    if len(window_rps) < STABLE_WINDOWS:
-        return False
-    last = np.asarray(window_rps[-STABLE_WINDOWS:], dtype=float)
-    mean = float(last.mean())
-    return mean > 0 and bool(np.all(np.abs(last - mean) <= mean * stability_pct / 100))
+def latency_samples(recording: Recording, latency_from: str, timeout_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(latencies in ns, weights) of the measured requests: successes, censored failures and, in the closed
+    loop, the requests omitted during stalls (see the module docstring)."""
+    if latency_from not in LATENCY_FROM:
+        raise ValueError(f"latency_from={latency_from!r}: must be one of {list(LATENCY_FROM)}")
+    start = recording.scheduled_ns if latency_from == "scheduled" else recording.sent_ns
+    measured = measured_mask(recording)
+    codes = recording.codes
+    ok = measured & (codes == OK)
+    timed_out = measured & (codes == TIMEOUT)
+    not_sent = measured & (codes == NOT_SENT)
+    values = [recording.done_ns[ok] - start[ok],
+              np.maximum(recording.done_ns[timed_out] - start[timed_out], timeout_ns),
+              np.maximum(recording.done_ns[not_sent] - start[not_sent], 0)]
+    weights = [np.ones(int(ok.sum())), np.ones(int(timed_out.sum())), np.ones(int(not_sent.sum()))]
+    if latency_from == "sent" and recording.slots is not None and timed_out.any():
+        omitted_values, omitted_weights = omitted_samples(recording)
+        values.append(omitted_values)
+        weights.append(omitted_weights)
+    return np.concatenate(values).astype(np.int64), np.concatenate(weights)
+
+
+def omitted_samples(recording: Recording) -> tuple[np.ndarray, np.ndarray]:
+    """Closed loop: censored samples for the requests each slot would have sent while stalled on a timeout."""
+    codes, slots = recording.codes, recording.slots
+    ok_latency = recording.done_ns - recording.sent_ns
+    all_ok = ok_latency[codes == OK]
+    values, weights = [], []
+    for slot in np.unique(slots[codes == TIMEOUT]):
+        mine = np.flatnonzero(slots == slot)
+        mine = mine[np.argsort(recording.sent_ns[mine], kind="stable")]
+        slot_ok = ok_latency[mine][codes[mine] == OK]
+        interval = float(np.median(slot_ok if slot_ok.size else all_ok)) if (slot_ok.size or all_ok.size) else 0.0
+        if interval <= 0:
+            continue  # never answered at all: nothing tells how often it would have sent
+        for first, last in _stalls(codes[mine]):
+            stall_start, stall_end = int(recording.sent_ns[mine[first]]), int(recording.done_ns[mine[last]])
+            lo = max(stall_start + interval, recording.warmup_end_ns)  # would-be sends inside the measured time
+            hi = min(stall_end, recording.end_ns)
+            count = int(np.ceil((hi - lo) / interval)) if hi > lo else 0
+            if count <= 0:
+                continue
+            shown = min(count, OMITTED_SAMPLES_PER_STALL)
+            sends = lo + (np.arange(shown) + 0.5) * (hi - lo) / shown
+            values.append((stall_end - sends).astype(np.int64))
+            weights.append(np.full(shown, count / shown))
+    if not values:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    return np.concatenate(values), np.concatenate(weights)
+
+
+def _stalls(codes: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) index of each run of consecutive timeouts in one slot's requests (in send order)."""
+    runs, first = [], None
+    for i, code in enumerate(codes):
+        if code == TIMEOUT:
+            first = i if first is None else first
+        elif first is not None:
+            runs.append((first, i - 1))
+            first = None
+    if first is not None:
+        runs.append((first, len(codes) - 1))
+    return runs
+
+
+def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """The q-th percentile of weighted samples (the inverted CDF: the smallest value whose cumulative weight
+    reaches q % of the total); with unit weights it equals numpy's "inverted_cdf" percentile."""
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    index = int(np.searchsorted(cumulative, cumulative[-1] * q / 100.0, side="left"))
+    return float(values[order][min(index, len(order) - 1)])
+
+
+def throughput_windows(recording: Recording, settings: LoadSettings) -> tuple[np.ndarray, str]:
+    """Each window's throughput (req/s) and the basis, "time" or "count" (see the module docstring)."""
+    window_ns = int(settings.window_s * 1e9)
+    span_ns = recording.end_ns - recording.warmup_end_ns
+    n_windows = int(span_ns // window_ns)
+    counts = window_counts(recording.done_ns, recording.codes, recording.warmup_end_ns, window_ns, n_windows)
+    if n_windows == 0 or counts.mean() >= MIN_WINDOW_COMPLETIONS:
+        return counts / settings.window_s, "time"
+    done = np.sort(recording.done_ns[(recording.codes == OK) & (recording.done_ns >= recording.warmup_end_ns)
+                                     & (recording.done_ns < recording.end_ns)])
+    size = max(MIN_COUNT_WINDOW, len(done) // max(n_windows, 1))
+    edges = done[::size]
+    if len(edges) < 2:
+        return np.zeros(0), "count"
+    spans_s = np.diff(edges) / 1e9
+    return np.where(spans_s > 0, size / np.where(spans_s > 0, spans_s, 1), 0.0), "count"
 
 
 def summarize(recording: Recording, settings: LoadSettings, latency_from: str = "sent",
@@ -145,18 +256,25 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
     codes = recording.codes[measured]
     requests = int(measured.sum())
     errors = int((codes != OK).sum())
-    lat_ns = latencies_ns(recording, latency_from)
+    ok_count = requests - errors
+    lat_ns, weights = latency_samples(recording, latency_from, int(settings.request_timeout_s * 1e9))
     lat = lat_ns / 1e6
+    censored = int((codes == TIMEOUT).sum() + (codes == NOT_SENT).sum())
+    omitted = int(round(float(weights.sum()))) - ok_count - censored
     duration_s = (recording.end_ns - recording.warmup_end_ns) / 1e9
     in_time = (recording.codes == OK) & (recording.done_ns >= recording.warmup_end_ns) & (
         recording.done_ns < recording.end_ns)
     completed = int(in_time.sum())
+    throughput_rps = completed / duration_s
 
-    window_ns = int(settings.window_s * 1e9)
-    n_windows = int((recording.end_ns - recording.warmup_end_ns) // window_ns)
-    counts = window_counts(recording.done_ns, recording.codes, recording.warmup_end_ns, window_ns, n_windows)
-    window_rps = counts / settings.window_s
-    cv = float(window_rps.std() / window_rps.mean()) if n_windows >= 2 and window_rps.mean() > 0 else None
+    window_rps, basis = throughput_windows(recording, settings)
+    n_windows = len(window_rps)
+    mean_rps = float(window_rps.mean()) if n_windows else 0.0
+    cv = float(window_rps.std() / mean_rps) if n_windows >= 2 and mean_rps > 0 else None
+    ci_low = ci_high = None
+    if n_windows >= 2 and mean_rps > 0:
+        half = t_975(n_windows - 1) * float(window_rps.std(ddof=1)) / (mean_rps * np.sqrt(n_windows))
+        ci_low, ci_high = max(0.0, throughput_rps * (1 - half)), throughput_rps * (1 + half)
 
     lag = recording.sent_ns[measured] - recording.scheduled_ns[measured]
     late = int((lag > LATE_START_NS).sum())
@@ -167,7 +285,7 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         latency_from == "scheduled" and requests > 0 and generator_late / requests > GENERATOR_SATURATED_LATE_FRACTION)
 
     def pct(q: float) -> float | None:
-        return float(np.percentile(lat, q)) if lat.size else None
+        return weighted_percentile(lat, weights, q) if lat.size else None
 
     return Measurement(
         duration_s=duration_s, requests=requests, errors=errors,
@@ -175,8 +293,8 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         errors_by_kind={ERROR_KINDS[int(k)]: int((codes == k).sum()) for k in np.unique(codes) if k != OK},
         timeouts=int((codes == TIMEOUT).sum()),
         warmup_requests=int((recording.scheduled_ns < recording.warmup_end_ns).sum()),
-        throughput_rps=completed / duration_s, throughput_sps=completed * settings.batch_size / duration_s,
-        latency_ms_mean=float(lat.mean()) if lat.size else None,
+        throughput_rps=throughput_rps, throughput_sps=completed * settings.batch_size / duration_s,
+        latency_ms_mean=float(np.average(lat, weights=weights)) if lat.size else None,
         **{f"latency_ms_{k}": pct(q) for k, q in PERCENTILES.items()},
         latency_ms_max=float(lat.max()) if lat.size else None,
         latency_from=latency_from, windows=n_windows, window_throughput_rps=tuple(float(v) for v in window_rps),
@@ -186,8 +304,10 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         generator_cpu_pct=cpu_pct,
         generator_cpu_us_per_request=recording.generator_cpu_s * 1e6 / total if total else None,
         generator_saturated=bool(saturated), workers=recording.workers,
-        latency_hdr=histogram.encode(histogram.histogram_from_ns(lat_ns)),
+        latency_hdr=histogram.encode(histogram.histogram_from_ns(lat_ns, weights)),
         server_requests=server.server_requests if server else None,
         server_throughput_rps=server.server_throughput_rps if server else None,
         server_client_requests=server.client_requests if server else None,
+        window_basis=basis, throughput_rps_ci_low=ci_low, throughput_rps_ci_high=ci_high,
+        censored=censored, omitted=max(0, omitted), first_error=recording.first_error,
     )

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -30,16 +31,19 @@ from dataclasses import replace
 from pathlib import Path
 
 from tasks.errors import LoadTestError
-from tasks.loadgen.engine import Recording, arrival_schedule_ns
+from tasks.loadgen.engine import arrival_schedule_ns
 from tasks.loadgen.measurement import Measurement, ServerCounts, summarize
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import OK
+from tasks.loadgen.recording import Recording
 from tasks.loadgen.settings import ARRIVALS, LoadSettings
+from tasks.runtimes import REPO_ROOT
 from tasks.serve.base import Endpoint
 from tasks.spec import ModelSpec, make_inputs
 
 PROCESS_GRACE_S = 60.0
 READY_TIMEOUT_S = 60.0  # workers must import, connect and report ready within this
+PR_SET_PDEATHSIG = 1
 START_LEAD_NS = 50_000_000  # the common start is this far after the last worker reported ready
 REACHABLE_TIMEOUT_S = 2.0
 
@@ -92,8 +96,9 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "tasks.loadgen.run", "--job", str(job), "--out", str(workdir),
                  "--worker", str(index)],
+                env=worker_env(), cwd=REPO_ROOT,  # importable from any working directory
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(workdir / f"worker{index}.log", "wb"),
-                text=True, preexec_fn=(lambda a=affinity: os.sched_setaffinity(0, a)) if affinity else None,
+                text=True, preexec_fn=lambda a=affinity: _prepare_worker(a),
             ))
         for index, proc in enumerate(procs):
             _await_ready(proc, index, workdir)
@@ -125,6 +130,31 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     server = scraper.counts(recording) if scraper is not None else None
     latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
     return summarize(recording, settings, latency_from=latency_from, server=server), workdir / "recording.npz"
+
+
+def _prepare_worker(affinity: tuple[int, ...]) -> None:
+    """In the worker, before exec: its cores, and death with its parent (a killed measuring task must not leave
+    generators sending load at a server)."""
+    if affinity:
+        os.sched_setaffinity(0, affinity)
+    die_with_parent()
+
+
+def die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG); elsewhere nothing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def worker_env() -> dict[str, str]:
+    """The caller's environment with the repository first on PYTHONPATH, so `python -m tasks.loadgen.run` imports
+    wherever the caller's working directory is."""
+    paths = [str(REPO_ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
 def _await_ready(proc: subprocess.Popen, index: int, workdir: Path) -> None:

@@ -13,7 +13,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,11 +26,17 @@ from tasks.spec import ModelSpec
 
 READY_POLL_S = 0.1
 DEFAULT_READY_TIMEOUT_S = 120.0
+RESTART_STOP_GRACE_S = 2.0
 
 
 @dataclass
 class LiveServer:
-    """A started, ready server and what was learned while starting it."""
+    """A started, ready server and what was learned while starting it.
+
+    `restart(reason)` replaces a server that died or hung with a fresh one on new ports (same layout, same
+    log file): `endpoint`, `handle`, `startup_s` and `server_version` then describe the new one, `restarts`
+    counts how many times that happened. The session's timeline records each restart with the crash's log tail.
+    """
 
     server: Server
     endpoint: Endpoint
@@ -39,6 +45,14 @@ class LiveServer:
     server_version: str
     runtime_image: str = ""  # the launcher's label of what ran it: an image, or a venv and its hash
     timeline: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of start/ready/stop
+    restarts: int = 0
+    launcher: Launcher | None = None  # the launcher that started it (exit code, log tail)
+    _restart: Callable[[str], None] | None = field(default=None, repr=False)
+
+    def restart(self, reason: str) -> None:
+        if self._restart is None:
+            raise ServerStartError(f"server {self.server.name}: this session cannot restart it ({reason})")
+        self._restart(reason)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -73,27 +87,56 @@ def server_session(
 ) -> Iterator[LiveServer]:
     """Start `server` on `artifact`, yield it once ready, and stop it on the way out, whatever happened.
 
-    `timeline` (optional) receives wall-clock times of start, ready, stop_begin and stopped, also on failure.
+    `timeline` (optional) receives wall-clock times of start, ready, stop_begin and stopped, also on failure,
+    and a `restarts` list when the server was restarted.
     """
     with ExitStack() as stack:
         workdir = Path(tempfile.mkdtemp(prefix=f"serving-eval-{server.name}-"))
         stack.callback(shutil.rmtree, workdir, ignore_errors=True)
         layout = server.write_layout(artifact, spec, workdir)
-        ports = ports or free_ports(server.port_names)
-        run_spec = server.run_spec(layout, spec, ports)
-        endpoint = server.endpoint(spec, ports)
         log_path = log_dir / f"{cell_id}.log"
         timeline = timeline if timeline is not None else {}
+        current: dict = {}
+
+        def launch(chosen_ports: dict[str, int]) -> LiveServer:
+            run_spec = server.run_spec(layout, spec, chosen_ports)
+            endpoint = server.endpoint(spec, chosen_ports)
+            started = time.monotonic()
+            handle = launcher.start(run_spec, run_id=run_id, cell_id=cell_id, workdir=workdir, log_path=log_path,
+                                    cpus=cpus)
+            current["handle"] = handle
+            _wait_ready(server, endpoint, launcher, handle, ready_timeout_s)
+            startup_s = time.monotonic() - started
+            return LiveServer(server, endpoint, handle, startup_s, server.version(endpoint),
+                              runtime_image=launcher.runtime_label(run_spec), timeline=timeline, launcher=launcher)
+
+        def stop_current() -> None:
+            if "handle" in current:
+                _stop(launcher, current.pop("handle"), timeline)
+
+        def restart(reason: str) -> None:
+            old = current.get("handle")
+            code = launcher.exit_code(old) if old is not None else None
+            tail = launcher.log_tail(old) if old is not None else ""
+            record = {"at": time.time(), "reason": reason[:2000], "exit_code": code, "log_tail": tail[-4000:]}
+            timeline.setdefault("restarts", []).append(record)
+            if old is not None:
+                launcher.stop(old, grace_s=RESTART_STOP_GRACE_S)  # dead or hung: no drain to wait for
+                current.pop("handle", None)
+            new_ports = free_ports(server.port_names)
+            timeline["ports"] = dict(new_ports)
+            fresh = launch(new_ports)
+            record["ready"] = time.time()
+            live.endpoint, live.handle, live.startup_s = fresh.endpoint, fresh.handle, fresh.startup_s
+            live.server_version, live.restarts = fresh.server_version, live.restarts + 1
+
+        ports = ports or free_ports(server.port_names)
         timeline.update(start=time.time(), ports=dict(ports))
-        started = time.monotonic()
-        handle = launcher.start(run_spec, run_id=run_id, cell_id=cell_id, workdir=workdir, log_path=log_path, cpus=cpus)
-        stack.callback(_stop, launcher, handle, timeline)
-        _wait_ready(server, endpoint, launcher, handle, ready_timeout_s)
-        startup_s = time.monotonic() - started
+        stack.callback(stop_current)
+        live = launch(ports)
+        live._restart = restart
         timeline["ready"] = time.time()
-        version = server.version(endpoint)
-        yield LiveServer(server, endpoint, handle, startup_s, version, runtime_image=launcher.runtime_label(run_spec),
-                         timeline=timeline)
+        yield live
 
 
 def _stop(launcher: Launcher, handle: LaunchHandle, timeline: dict[str, float]) -> None:

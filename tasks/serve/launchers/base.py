@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from tasks.names import safe_component
 from tasks.runtimes import cache_root
 from tasks.serve.base import RunSpec
 
@@ -48,7 +50,7 @@ def handles_dir(run_id: str | None = None) -> Path:
 
 
 def safe_name(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+    return safe_component(text)
 
 
 def record_handle(handle: LaunchHandle) -> Path:
@@ -126,5 +128,12 @@ class Launcher(ABC):
         for handle in recorded_handles(run_id):
             if handle.launcher == self.name and (run_id is not None or not owner_alive(handle)):
                 self.stop(handle, grace_s=5.0)
+                remove_workdir(handle)
                 swept.append(handle)
         return swept
+
+
+def remove_workdir(handle: LaunchHandle) -> None:
+    """A swept server's session work folder: its session is gone, so nothing else will remove it."""
+    if handle.workdir and Path(handle.workdir).name.startswith("serving-eval-"):
+        shutil.rmtree(handle.workdir, ignore_errors=True)

@@ -27,6 +27,7 @@ from tasks.serve.launchers.base import (
     owner_alive,
     record_handle,
     recorded_handles,
+    remove_workdir,
     safe_name,
 )
 
@@ -205,6 +206,7 @@ class DockerLauncher(Launcher):
         swept = []
         for handle in mine:
             self.stop(handle, grace_s=5.0)
+            remove_workdir(handle)
             swept.append(handle)
         if run_id is None:  # labels cannot tell a live run's containers from leftovers: recorded handles only
             return swept

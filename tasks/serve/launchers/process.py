@@ -6,7 +6,7 @@ SIGKILL after a grace period, and removes the group's temp dirs and Triton's sha
 entries matching the server's `RunSpec.cleanup_globs` that appeared after the start (paths a server creates
 outside its workdir, which a killed server leaves behind).
 Some servers' workers leave the group (BentoML's circus workers call setsid()), so the stop also snapshots
-the group's descendant tree before signalling and signals those processes by PID (PID reuse is guarded).
+the group's descendant tree before signalling and signals those processes by PID (`tasks.proctree`).
 """
 
 from __future__ import annotations
@@ -14,21 +14,20 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
-import psutil
-
 from tasks.errors import ConfigError
+from tasks.proctree import create_time_of, is_running, terminate_tree
 from tasks.runtimes import ensure_runtime, requirements_sha256, runtime_env_vars
 from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import Launcher, LaunchHandle, forget_handle, record_handle
 
+# Servers this process started, by PID: holding the Popen keeps the subprocess module from reaping the server
+# behind our back (it reaps dropped Popens on the next Popen()), which would lose the exit code of a crash.
+_CHILDREN: dict[int, subprocess.Popen] = {}
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIXES = ("triton_python_backend_shm_region",)
-POLL_S = 0.05
 
 
 class ProcessLauncher(Launcher):
@@ -56,9 +55,10 @@ class ProcessLauncher(Launcher):
                 start_new_session=True,  # own process group; not killed with the task that started it
                 preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
             )
+        _CHILDREN[proc.pid] = proc
         handle = LaunchHandle(
             launcher=self.name, run_id=run_id, cell_id=cell_id, pid=proc.pid, pgid=proc.pid,
-            create_time=_create_time(proc.pid), ports=dict(spec.ports), workdir=str(workdir),
+            create_time=create_time_of(proc.pid), ports=dict(spec.ports), workdir=str(workdir),
             log_path=str(log_path), shm_before=shm_before, cleanup_globs=tuple(spec.cleanup_globs),
             cleanup_before=cleanup_before,
         )
@@ -69,6 +69,9 @@ class ProcessLauncher(Launcher):
         return f"venv:{spec.runtime}@{requirements_sha256(spec.runtime)[:12]}"
 
     def exit_code(self, handle: LaunchHandle) -> int | None:
+        child = _CHILDREN.get(handle.pid)
+        if child is not None:  # ours and not yet reaped by anyone else, so the PID cannot have been reused
+            return child.poll()  # -N when ended by signal N
         try:
             pid, status = os.waitpid(handle.pid, os.WNOHANG)
         except ChildProcessError:  # not our child (another process started it): ask the OS
@@ -78,110 +81,21 @@ class ProcessLauncher(Launcher):
         return os.waitstatus_to_exitcode(status)
 
     def stop(self, handle: LaunchHandle, grace_s: float = 10.0) -> None:
-        if _is_ours(handle) or _group_alive(handle.pgid):
-            tree = _descendants(handle)  # before signalling: a setsid()'ed orphan loses its ppid link after
-            _signal_group(handle.pgid, signal.SIGTERM)
-            _signal_procs(tree, signal.SIGTERM)
-            deadline = time.monotonic() + grace_s
-            while _alive(handle.pgid, tree) and time.monotonic() < deadline:
-                self.exit_code(handle)  # reap the leader if it is our child
-                time.sleep(POLL_S)
-            if _alive(handle.pgid, tree):
-                _signal_group(handle.pgid, signal.SIGKILL)
-                _signal_procs(tree, signal.SIGKILL)
-                deadline = time.monotonic() + 5.0
-                while _alive(handle.pgid, tree) and time.monotonic() < deadline:
-                    self.exit_code(handle)
-                    time.sleep(POLL_S)
-        self.exit_code(handle)
+        terminate_tree(handle.pid, handle.pgid, handle.create_time, grace_s, reap=lambda: self.exit_code(handle))
         for entry in set(_shm_entries()) - set(handle.shm_before):
             (SHM_DIR / entry).unlink(missing_ok=True)
         for entry in set(_glob_entries(handle.cleanup_globs)) - set(handle.cleanup_before):
             _remove(Path(entry))
         shutil.rmtree(Path(handle.workdir) / "tmp", ignore_errors=True)
+        child = _CHILDREN.pop(handle.pid, None)
+        if child is not None:
+            child.poll()
         forget_handle(handle)
-
-
-def _create_time(pid: int) -> float:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return 0.0
 
 
 def _is_ours(handle: LaunchHandle) -> bool:
     """True when pid is still the process we started (not a reused PID)."""
-    try:
-        proc = psutil.Process(handle.pid)
-        return abs(proc.create_time() - handle.create_time) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                members.append(proc.pid)
-        except (ProcessLookupError, psutil.Error, OSError):
-            continue
-    return members
-
-
-def _group_alive(pgid: int) -> bool:
-    return bool(pgid) and bool(_group_members(pgid))
-
-
-def _descendants(handle: LaunchHandle) -> list[psutil.Process]:
-    """Every descendant of the leader and of the group's members, started after the leader (so ours).
-
-    psutil.Process remembers each process's create_time and refuses to signal a reused PID.
-    """
-    roots = [handle.pid] if _is_ours(handle) else []
-    roots += [pid for pid in _group_members(handle.pgid) if pid not in roots]
-    found: dict[int, psutil.Process] = {}
-    for pid in roots:
-        try:
-            children = psutil.Process(pid).children(recursive=True)
-        except psutil.Error:
-            continue
-        for child in children:
-            try:
-                if child.create_time() >= handle.create_time - 0.01:  # started after the leader
-                    found.setdefault(child.pid, child)
-            except psutil.Error:
-                continue
-    return list(found.values())
-
-
-def _tree_alive(tree: list[psutil.Process]) -> bool:
-    for proc in tree:
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.Error:
-            continue
-    return False
-
-
-def _alive(pgid: int, tree: list[psutil.Process]) -> bool:
-    return _group_alive(pgid) or _tree_alive(tree)
-
-
-def _signal_procs(tree: list[psutil.Process], sig: int) -> None:
-    for proc in tree:
-        try:
-            proc.send_signal(sig)  # raises NoSuchProcess when the PID now belongs to another process
-        except psutil.Error:
-            continue
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    return is_running(handle.pid, handle.create_time)
 
 
 def _shm_entries() -> list[str]:

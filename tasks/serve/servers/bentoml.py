@@ -46,7 +46,8 @@ CONFIG = json.loads(open(os.path.join(os.path.dirname(os.path.abspath(__file__))
 MODEL_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), CONFIG["model_file"])
 
 
-@bentoml.service(name=CONFIG["service_name"], workers=CONFIG["workers"], traffic={"timeout": CONFIG["timeout_s"]})
+@bentoml.service(name=CONFIG["service_name"], workers=CONFIG["workers"], traffic={"timeout": CONFIG["timeout_s"]},
+                 logging={"access": {"enabled": False}})  # no log line per request while measured
 class ServingEvalModel:
     def __init__(self) -> None:
         threads = CONFIG["threads"]

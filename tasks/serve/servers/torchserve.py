@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import tempfile
 import urllib.request
@@ -33,6 +34,7 @@ from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
 from tasks.spec import ModelSpec
 
 HANDLER = "docker/torchserve/handler.py"
+LOG_CONFIG = "docker/torchserve/log4j2.xml"  # start-up and errors only: no access log, no per-request metrics
 HANDLER_CONFIG = "handler_config.json"
 IMAGE = "serving-eval/torchserve:latest"
 CONTAINER_ROOT = "/models"
@@ -61,6 +63,7 @@ class TorchServeServer(Server):
         store = layout / "model_store"
         store.mkdir(parents=True, exist_ok=True)
         (layout / "java-tmp").mkdir(exist_ok=True)
+        shutil.copy2(REPO_ROOT / LOG_CONFIG, layout / "log4j2.xml")
         self._archive(artifact, spec, store)
         addresses = {name: ("0.0.0.0", port) for name, port in CONTAINER_PORTS.items()}
         (layout / "container.properties").write_text(
@@ -79,13 +82,14 @@ class TorchServeServer(Server):
         return RunSpec(
             runtime=self.runtime,
             argv=("torchserve", "--start", "--foreground", "--ts-config", str(config),
-                  "--model-store", str(layout / "model_store"), *flags),
+                  "--model-store", str(layout / "model_store"), "--log-config", str(layout / "log4j2.xml"), *flags),
             ports=dict(ports),
             device=self.options.device,
             image=IMAGE,
             container_argv=("torchserve", "--start", "--foreground",
                             "--ts-config", f"{CONTAINER_ROOT}/container.properties",
-                            "--model-store", f"{CONTAINER_ROOT}/model_store", *flags),
+                            "--model-store", f"{CONTAINER_ROOT}/model_store",
+                            "--log-config", f"{CONTAINER_ROOT}/log4j2.xml", *flags),
             container_ports=dict(CONTAINER_PORTS),
             mounts={str(layout): CONTAINER_ROOT},
         )
