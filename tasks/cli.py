@@ -8,8 +8,9 @@
     python -m tasks.cli report RUN --out report.html            # rebuild a run's report from the store
     python -m tasks.cli compare RUN_A RUN_B                     # side by side per cell, changes beyond noise
 
-Exit codes: 0 ok; 1 the run failed, or `compare` found B worse than A beyond noise (or an ok cell failed), or
-`report --check` found the rebuilt page differs from the published one; 2 bad input (a field, a run id).
+Exit codes of plan/runs/report/compare: 0 ok; 1 `compare` found B worse than A beyond noise (or an ok cell of A
+failed in B), or `report --check` found the rebuilt page differs from the published one; 2 bad input (a field,
+a run id).
 """
 
 from __future__ import annotations
