@@ -252,7 +252,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     store = open_store(args)
     store.check()
-    runs = run_summaries(store)[-args.limit:] if args.limit else run_summaries(store)
+    runs = run_summaries(store, args.limit or None)
     if args.json:
         print(json.dumps(runs, indent=2))
         return 0

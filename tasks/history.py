@@ -90,9 +90,10 @@ def run_summary(store: S3Store, manifest: dict) -> dict:
             "git_sha": provenance.get("git_sha"), "prefix": manifest["prefix"]}
 
 
-def run_summaries(store: S3Store) -> list[dict]:
-    """Every published run (complete, partial or failed), oldest first, as `run_summary` lines."""
-    return [run_summary(store, m) for m in list_manifests(store, statuses=("complete", "partial", "failed"))]
+def run_summaries(store: S3Store, limit: int | None = None) -> list[dict]:
+    """Every published run (complete, partial or failed; the newest `limit`), oldest first, as `run_summary`s."""
+    manifests = list_manifests(store, statuses=("complete", "partial", "failed"))
+    return [run_summary(store, m) for m in (manifests[-limit:] if limit else manifests)]
 
 
 def duckdb_connection(store: S3Store):

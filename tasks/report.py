@@ -236,7 +236,7 @@ def _change_cell(entry: dict | None, metric: str) -> str:
 
 
 def changes_table(changes: list[dict], metrics: tuple[str, ...] = ("throughput_rps", "latency_ms_p99")) -> str:
-    """The side-by-side table of `tasks.compare.compare_rows` records (also the CLI's `compare --html`)."""
+    """The side-by-side table of `tasks.compare.compare_rows` records."""
     head = "".join(f"<th>{_esc(_label(m))} ({_esc(_unit(m))})</th>" for m in metrics)
     parts = [f"<table class=changes><tr><th class=l>cell</th><th class=l>status</th>{head}<th class=l>verdict</th>"
              "<th class=l>notes</th></tr>"]

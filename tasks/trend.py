@@ -98,6 +98,9 @@ def build_trend(store: S3Store, *, run_id: str, logical_date: str, status: str, 
     for manifest in reversed(earlier):  # newest first, until enough nights
         if len(history) >= nights - 1:
             break
+        declared = run_suite(manifest.get("provenance") or {}, [])
+        if declared is not None and declared != suite:
+            continue  # another suite, known without reading its results
         past_rows = frame_records(read_results(store, manifest))
         if run_suite(manifest.get("provenance") or {}, past_rows) == suite:
             history.insert(0, (manifest, past_rows))

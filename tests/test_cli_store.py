@@ -72,6 +72,10 @@ def test_runs_report_and_compare_read_the_published_runs(store_env, bucket, tmp_
                                                         ["night2", "complete", "smoke", "0"],
                                                         ["night3", "complete", "smoke", "1"]]
 
+    assert main(["runs", "--limit", "1", "--json", *opts]) == 0
+    assert [(r["run_id"], r["suite"], r["regressions"]) for r in json.loads(capsys.readouterr().out)] == [
+        ("night3", "smoke", 1)]
+
     out = tmp_path / "night3.html"
     assert main(["report", "night3", "--out", str(out), "--check", *opts]) == 0
     assert "identical to the published report.html" in capsys.readouterr().out
