@@ -1,12 +1,19 @@
-"""Command line: run the pipeline without a scheduler, run the demo, start a local Airflow.
+"""Command line: run the pipeline without a scheduler, run the demo, start a local Airflow, read the store.
 
     python -m tasks.cli run --conf '{"servers": ["custom"]}'   # the steps in order, no Airflow
     python -m tasks.cli demo                                    # `airflow dags test` against an embedded S3
     python -m tasks.cli airflow                                 # the Airflow UI on 127.0.0.1:8080
+    python -m tasks.cli plan --suite nightly --conf '{...}'     # the cells a run would measure; nothing runs
+    python -m tasks.cli runs                                    # the published runs: status, suite, regressions
+    python -m tasks.cli report RUN --out report.html            # rebuild a run's report from the store
+    python -m tasks.cli compare RUN_A RUN_B                     # side by side per cell, changes beyond noise
 
-Exit codes: 0 the run published and fully ok; 1 published but not fully ok (failed cells, failed validation,
-nothing measured, or a failing `check`); 2 refused before any work (bad input, store unreachable); 130
-interrupted (Ctrl-C or SIGTERM: every process the command started is stopped first).
+Exit codes of run/demo: 0 the run published and fully ok; 1 published but not fully ok (failed cells, failed
+validation, nothing measured, or a failing `check`); 2 refused before any work (bad input, store unreachable);
+130 interrupted (Ctrl-C or SIGTERM: every process the command started is stopped first).
+Exit codes of plan/runs/report/compare: 0 ok; 1 `compare` found B worse than A beyond noise (or an ok cell of A
+failed in B), or `report --check` found the rebuilt page differs from the published one; 2 bad input (a field,
+a run id).
 """
 
 from __future__ import annotations
@@ -223,6 +230,176 @@ def cmd_airflow(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bucket", default="serving-eval", help="the result store's bucket (default serving-eval)")
+    parser.add_argument("--prefix", default="serving-eval", help="the result store's prefix (default serving-eval)")
+    parser.add_argument("--conn-id", default="serving_eval_s3",
+                        help="the Airflow AWS connection, read from AIRFLOW_CONN_<ID> (default serving_eval_s3)")
+
+
+def open_store(args: argparse.Namespace):
+    from tasks.store import S3Store, connection_from_env
+
+    return S3Store(args.bucket, args.prefix, connection_from_env(args.conn_id))
+
+
+def plan_params(suite: str | None, conf_text: str | None) -> dict:
+    """A suite's Params (if named) overridden by `conf_text`; a key that is not a Param is refused."""
+    from dataclasses import fields
+
+    from tasks.config import RunConfig
+    from tasks.errors import ConfigError
+    from tasks.suites import load_suite
+
+    try:
+        conf = json.loads(conf_text or "{}")
+    except json.JSONDecodeError as exc:
+        raise ConfigError("conf", conf_text, f"must be a JSON object of Params: {exc}") from exc
+    if not isinstance(conf, dict):
+        raise ConfigError("conf", conf_text, "must be a JSON object of Params")
+    params = {**(load_suite(suite) if suite else {}), **conf}
+    known = {f.name for f in fields(RunConfig)} | {"suite"}
+    for key in sorted(params):
+        if key not in known:
+            raise ConfigError(key, params[key], f"is not a Param; Params are {sorted(known)}")
+    return params
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """The cells a run of this suite/conf would measure, checked like a run's start; nothing is run."""
+    from tasks.config import RunConfig
+    from tasks.plan import make_plan
+
+    params = plan_params(args.suite, args.conf)
+    plan = make_plan(RunConfig.from_params(params))
+    if args.json:
+        print(json.dumps({"suite": params.get("suite"), **plan.to_dict()}, indent=2, sort_keys=True))
+        return 0
+    print(f"plan of {'suite ' + params['suite'] if params.get('suite') else 'the default Params'}"
+          f"{' with overrides' if args.conf else ''}: {len(plan.conversions)} conversions, "
+          f"{len(plan.sessions)} server sessions, {len(plan.cells)} cells (nothing run)")
+    print("conversions: " + ", ".join(f"{c['model']}/{c['format']}" for c in plan.conversions))
+    for session in plan.sessions:
+        print(f"session {session['session_id']}")
+        for cell in session["cells"]:
+            print(f"  {cell['cell_id']:<60} {cell['protocol']}")
+    return 0
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+                     for r in [header, *rows])
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """The published runs, oldest first: date, run id, status, suite, regression count."""
+    from tasks.history import run_summaries
+
+    store = open_store(args)
+    store.check()
+    runs = run_summaries(store, args.limit or None)
+    if args.json:
+        print(json.dumps(runs, indent=2))
+        return 0
+    if not runs:
+        print(f"no published run in {store.describe()}")
+        return 0
+    print(_table([[r["dt"], r["run_id"], r["status"], r["suite"] or "-",
+                   "-" if r["regressions"] is None else str(r["regressions"]), (r["git_sha"] or "-")[:10]]
+                  for r in runs], ["dt", "run_id", "status", "suite", "regressions", "git"]))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Rebuild a run's report.html from its published files; say whether it equals the published page."""
+    from tasks.history import find_run
+    from tasks.publish import safe_run_id
+    from tasks.report import rebuild_report
+
+    store = open_store(args)
+    store.check()
+    manifest = find_run(store, args.run)
+    page = rebuild_report(store, manifest).encode()
+    out = Path(args.out or f"report-{safe_run_id(manifest['run_id'])}.html")
+    out.write_bytes(page)
+    names = {o["name"]: o["key"] for o in manifest["objects"]}
+    same = "report.html" in names and store.get(names["report.html"]) == page
+    verdict = "identical to" if same else "differs from" if "report.html" in names else "no"
+    print(f"wrote {out} ({len(page):,} bytes) for run {manifest['run_id']}: {verdict} the published report.html")
+    return 1 if args.check and not same else 0
+
+
+def _change_text(entry: dict | None) -> str:
+    if not entry or (entry["a"] is None and entry["b"] is None):
+        return "-"
+    a = "-" if entry["a"] is None else f"{entry['a']:,.2f}"
+    b = "-" if entry["b"] is None else f"{entry['b']:,.2f}"
+    text = f"{a} -> {b}"
+    if entry["change_pct"] is not None:
+        text += f" ({entry['change_pct']:+.1f}%)"
+    if entry["beyond_noise"]:
+        text += " ++" if entry["direction"] == "better" else " --"
+    return text
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Two published runs side by side per cell key; exit 1 when B is worse than A beyond noise somewhere."""
+    from tasks.compare import compare_rows
+    from tasks.history import find_run, read_results
+    from tasks.metrics import METRICS
+    from tasks.results import frame_records
+    from tasks.trend import differences
+
+    store = open_store(args)
+    store.check()
+    manifest_a, manifest_b = find_run(store, args.run_a), find_run(store, args.run_b)
+    rows_a = frame_records(read_results(store, manifest_a))
+    rows_b = frame_records(read_results(store, manifest_b))
+    records = compare_rows(rows_a, rows_b)
+    diffs = differences(manifest_a.get("provenance") or {}, rows_a, manifest_b.get("provenance") or {}, rows_b)
+    if args.json:
+        print(json.dumps({"a": manifest_a["run_id"], "b": manifest_b["run_id"], "incomparable": diffs,
+                          "cells": records}, indent=2, default=str))
+    else:
+        print(f"A = {manifest_a['run_id']} ({manifest_a['logical_date'][:19]}, {manifest_a['status']})")
+        print(f"B = {manifest_b['run_id']} ({manifest_b['logical_date'][:19]}, {manifest_b['status']})")
+        for diff in diffs:
+            print(f"warning: not comparable: {diff}")
+        metrics = ("throughput_rps", "latency_ms_p99")
+        header = ["cell", "status", *(f"{METRICS[m].label} ({METRICS[m].unit})" for m in metrics), "verdict", "notes"]
+        print(_table([[r["label"], f"{r['status_a'] or '-'} -> {r['status_b'] or '-'}",
+                       *(_change_text(r["metrics"].get(m)) for m in metrics), r["verdict"], "; ".join(r["notes"])]
+                      for r in records], header))
+        counts = {v: sum(r["verdict"] == v for r in records) for v in ("worse", "better", "same", "new", "gone")}
+        print(f"{len(records)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+              + " (++/--: better/worse beyond noise)")
+    return 1 if any(r["verdict"] == "worse" for r in records) else 0
+
+
+def add_store_commands(sub) -> None:
+    """The subcommands that plan a run or read the store: plan, runs, report, compare."""
+    plan = sub.add_parser("plan", help="the cells a run of a suite/conf would measure (nothing is run)")
+    plan.add_argument("--suite", help="suites/<name>.yaml: its Params, overridden by --conf")
+    plan.add_argument("--conf", help="JSON of Params")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.set_defaults(func=cmd_plan)
+    runs = sub.add_parser("runs", help="the published runs with status, suite and regression count")
+    runs.add_argument("--limit", type=int, default=0, help="only the newest N")
+    runs.add_argument("--json", action="store_true")
+    report = sub.add_parser("report", help="rebuild a run's report.html from the store")
+    report.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run_id=<id>")
+    report.add_argument("--out", help="where to write the page (default report-<run id>.html)")
+    report.add_argument("--check", action="store_true", help="exit 1 when it differs from the published page")
+    compare = sub.add_parser("compare", help="two runs side by side per cell, changes beyond noise marked")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    compare.add_argument("--json", action="store_true")
+    for parser, func in ((runs, cmd_runs), (report, cmd_report), (compare, cmd_compare)):
+        add_store_options(parser)
+        parser.set_defaults(func=func)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tasks.cli", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -238,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     af.add_argument("--port", type=int, default=8080)
     af.add_argument("--s3-port", type=int, default=None)
     af.set_defaults(func=cmd_airflow)
+    add_store_commands(sub)
     args = parser.parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM unwinds like Ctrl-C: clean-ups run
     try:

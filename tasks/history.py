@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 
+from tasks.errors import ConfigError
 from tasks.publish import MANIFEST
 from tasks.store import S3Store
 
@@ -57,3 +58,56 @@ def read_parity_history(store: S3Store, exclude_run_id: str | None = None) -> li
                             "cpu_model": host.get("cpu_model"), "cpu_count": host.get("cpu_count"),
                             "gpu_name": host.get("gpu_name")})
     return records
+
+
+def find_run(store: S3Store, ref: str) -> dict:
+    """The manifest of a published run (any status): by run id, `latest`, or its folder (`dt=.../run_id=...`)."""
+    if ref == "latest":
+        if not store.exists(store.key("latest.json")):
+            raise ConfigError("run", ref, f"no run is published in {store.describe()}")
+        return store.get_json(store.get_json(store.key("latest.json"))["manifest"])
+    found = [m for m in list_manifests(store, statuses=("complete", "partial", "failed"))
+             if ref in (m["run_id"], m["prefix"].split("/runs/", 1)[-1], m["prefix"])]
+    if not found:
+        raise ConfigError("run", ref, f"no published run with this id or folder in {store.describe()} "
+                                      "(`python -m tasks.cli runs` lists them)")
+    return found[-1]
+
+
+def run_summary(store: S3Store, manifest: dict) -> dict:
+    """One line about a published run: date, id, status, suite and regression count (from its small objects)."""
+    names = {o["name"]: o["key"] for o in manifest["objects"]}
+    provenance = manifest.get("provenance") or {}
+    suite = provenance.get("suite") or (provenance.get("config") or {}).get("suite")
+    if not suite and "trend.json" in names:
+        suite = store.get_json(names["trend.json"]).get("comparable_on", {}).get("suite")
+    regressions = None
+    if "regressions.json" in names:
+        records = store.get_json(names["regressions.json"]).get("records", [])
+        regressions = sum(r.get("verdict") == "regression" for r in records)
+    return {"dt": manifest["logical_date"][:10], "run_id": manifest["run_id"], "logical_date": manifest["logical_date"],
+            "status": manifest["status"], "suite": suite, "regressions": regressions,
+            "git_sha": provenance.get("git_sha"), "prefix": manifest["prefix"]}
+
+
+def run_summaries(store: S3Store, limit: int | None = None) -> list[dict]:
+    """Every published run (complete, partial or failed; the newest `limit`), oldest first, as `run_summary`s."""
+    manifests = list_manifests(store, statuses=("complete", "partial", "failed"))
+    return [run_summary(store, m) for m in (manifests[-limit:] if limit else manifests)]
+
+
+def duckdb_connection(store: S3Store):
+    """A DuckDB connection that reads `s3://` paths of this store through s3fs (fsspec), with the store's
+    connection (credentials, endpoint): no DuckDB extension is downloaded, so it works without internet."""
+    import duckdb
+    import s3fs
+
+    conn = store.conn
+    extra = conn.extra
+    fs = s3fs.S3FileSystem(key=conn.login or extra.get("aws_access_key_id"),
+                           secret=conn.password or extra.get("aws_secret_access_key"),
+                           token=extra.get("aws_session_token"), endpoint_url=store.endpoint_url,
+                           client_kwargs={"region_name": extra.get("region_name", "us-east-1")})
+    con = duckdb.connect()
+    con.register_filesystem(fs)
+    return con

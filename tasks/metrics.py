@@ -30,4 +30,9 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("startup_s", "s", LOWER, "Start-up time"),
     Metric("server_cpu_pct", "%", LOWER, "Server CPU"),
     Metric("server_rss_mb", "MiB", LOWER, "Server memory"),
+    # derived in the report: throughput_rps / (server_cpu_pct / 100), the requests one busy core serves
+    Metric("throughput_rps_per_core", "req/s per core", HIGHER, "Throughput per CPU core"),
+    # the served-output check before load and the artifact's parity: worst |a-b| / (atol + rtol*|b|), <= 1 passes
+    Metric("served_err_ratio", "× tolerance", LOWER, "Served-output error"),
+    Metric("max_err_ratio", "× tolerance", LOWER, "Parity error"),
 )}

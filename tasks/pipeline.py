@@ -20,12 +20,13 @@ from tasks.measure import not_measured
 from tasks.metadata import collect_code_metadata, collect_host_metadata
 from tasks.plan import expected_rows, make_plan, rows_of
 from tasks.publish import publish_run, safe_run_id
-from tasks.report import render_report
-from tasks.results import SCHEMA_VERSION, to_csv_bytes, to_frame, to_parquet_bytes
+from tasks.report import PublishedRun, render_report
+from tasks.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.runtimes import CACHE_ENV, cache_root
 from tasks.serve.launchers import LAUNCHERS
 from tasks.spec import load_spec
 from tasks.store import ConnectionFields, S3Store
+from tasks.trend import build_trend
 
 
 class RunFailed(ServingEvalError):
@@ -177,24 +178,27 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
     regressions = regressions or {"schema_version": SCHEMA_VERSION, "regressions": 0, "records": []}
     status = run_status(collected, validation)
-    report = render_report(collected["rows"], parity, validation, regressions,
-                           {"run_id": run["run_id"], "logical_date": run["logical_date"], "status": status})
+    store = result_store(config, conn)
+    provenance = json.loads(json.dumps({**run["code"], "host": run["host"], "config": config.to_dict()}))
     files = {
         "results.parquet": to_parquet_bytes(frame),
         "results.csv": to_csv_bytes(frame),
         "parity.json": _json(parity),
         "validation.json": _json(validation),
         "regressions.json": _json(regressions),
-        "report.html": report.encode(),
         "logs/sessions.json": _json(collected["timelines"]),
         "logs/conversions.json": _json(conversions),
         "plan.json": _json({k: started[k] for k in ("config", "conversions", "sessions")}),
     }
+    identity = {"run_id": run["run_id"], "logical_date": run["logical_date"], "status": status,
+                "provenance": provenance}
+    files["trend.json"] = _json(build_trend(store, rows=frame_records(frame), **identity))
+    # The report is rendered from the published bytes alone, as `rebuild_report` does from the store.
+    files["report.html"] = render_report(PublishedRun.from_files(files, identity)).encode()
     for log in sorted((Path(run["run_dir"]) / "logs").glob("*.log")):
         files[f"logs/{log.name}"] = log.read_bytes()
-    store = result_store(config, conn)
     manifest = publish_run(store, run_id=run["run_id"], logical_date=run["logical_date"], files=files, status=status,
-                           provenance={**run["code"], "host": run["host"], "config": config.to_dict()})
+                           provenance=provenance)
     rows = collected["rows"]
     return {
         "status": status, "bucket": config.s3_bucket, "prefix": manifest["prefix"],

@@ -71,6 +71,12 @@ def to_frame(rows: list[dict[str, Any]]):
     return frame.astype(COLUMNS)
 
 
+def frame_records(frame) -> list[dict[str, Any]]:
+    """A results frame back as plain row dicts: missing values None, numpy scalars as Python values."""
+    records = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()} for r in records]
+
+
 def to_parquet_bytes(frame) -> bytes:
     import io
 

@@ -1,30 +1,182 @@
-"""The HTML report and the digest: the best value per metric marked by the metric table's direction."""
+"""The HTML report, its plots, the recommendation and comparisons, and the digest: from rows made here."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pandas as pd
 
+from tasks.compare import beyond_noise, compare_rows
 from tasks.digest import best_stacks, render_markdown
-from tasks.report import render_report
+from tasks.plots import Series, bar_chart, line_chart
+from tasks.recommend import efficiency, recommend
+from tasks.report import PublishedRun, render_report
+from tasks.results import to_frame, to_parquet_bytes
+
+RUN = {"run_id": "r2", "logical_date": "2026-11-29T02:00:00+00:00", "status": "partial",
+       "provenance": {"git_sha": "abc123", "pipeline_version": "0.1.0", "config": {"models": ["mlp"], "suite": "smoke"},
+                      "host": {"hostname": "h", "cpu_model": "EPYC", "cpu_count": 2, "gpu_name": None}}}
 
 
-def _row(server: str, rps: float, p99: float, status: str = "ok", reason: str | None = None) -> dict:
-    return {"model": "mlp", "format": "onnx", "server": server, "batch_size": 1, "mode": "concurrency", "load": 4.0,
-            "throughput_rps": rps, "latency_ms_p50": p99 / 2, "latency_ms_p99": p99, "error_rate": 0.0,
-            "server_cpu_pct": 90.0, "server_rss_mb": 100.0, "startup_s": 1.0, "stable": True, "status": status,
-            "reason": reason, "cpu_model": "EPYC", "cpu_count": 2, "gpu_name": None}
+def _row(server: str, rps: float, p99: float, status: str = "ok", reason: str | None = None, *, fmt: str = "onnx",
+         load: float = 4.0, cv: float | None = 0.02, model: str = "mlp", **extra) -> dict:
+    return {"run_id": "r2", "model": model, "format": fmt, "server": server, "launcher": "process", "device": "cpu",
+            "batch_size": 1, "mode": "concurrency", "load": load, "throughput_rps": rps, "latency_ms_p50": p99 / 2,
+            "latency_ms_p99": p99, "error_rate": 0.0, "server_cpu_pct": 90.0, "server_rss_mb": 100.0,
+            "startup_s": 1.0, "stable": True, "cv": cv, "status": status, "reason": reason, "cpu_model": "EPYC",
+            "cpu_count": 2, "gpu_name": None, "server_version": "1", "schema_version": "1.3", **extra}
+
+
+def _sweep_rows() -> list[dict]:
+    rows = []
+    for server, fmt, top in (("triton", "onnx", 3000.0), ("custom", "onnx", 2000.0), ("custom", "torchscript", 1900.0)):
+        for c in (1, 2, 4, 8):
+            rows.append(_row(server, top * min(c, 4) / 4, 1.0 * c * 3000 / top, fmt=fmt, load=float(c)))
+    rows.append(_row("torchserve", 0.0, 0.0, "failed", "server exited with code 1 <boom>", fmt="torchscript", load=1.0))
+    return rows
+
+
+def _plan(rows: list[dict]) -> dict:
+    sessions = {}
+    for r in rows:
+        cell = {k: r[k] for k in ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load")}
+        cell.update(protocol="kserve_v2_rest", cell_id=f"{r['model']}.{r['format']}.{r['server']}.c{r['load']:g}")
+        sessions.setdefault(f"{r['model']}.{r['format']}.{r['server']}", []).append(cell)
+    return {"sessions": [{"session_id": k, "cells": v} for k, v in sorted(sessions.items())]}
+
+
+def _published(rows: list[dict], trend: dict | None = None, plan: dict | None = None, **files: object) -> PublishedRun:
+    data = {"results.parquet": to_parquet_bytes(to_frame(rows)), "plan.json": json.dumps(plan or _plan(rows)).encode(),
+            "validation.json": b'{"success": true, "failed_expectations": []}',
+            "regressions.json": b'{"records": []}', "parity.json": b"[]"}
+    if trend is not None:
+        data["trend.json"] = json.dumps(trend).encode()
+    data.update({k.replace("_", "."): json.dumps(v).encode() for k, v in files.items()})
+    return PublishedRun.from_files(data, RUN)
+
+
+def _series_of(page: str, plot: str) -> list[str]:
+    svg = re.search(rf"<svg[^>]*data-plot='{plot}'.*?</svg>", page, re.S)
+    assert svg, f"no {plot} plot"
+    return re.findall(r"data-series='([^']*)'", svg.group(0))
 
 
 def test_report_marks_the_best_value_by_direction_and_shows_failures():
     rows = [_row("triton", 3000.0, 1.5), _row("custom", 2000.0, 2.5),
             _row("torchserve", 0.0, 0.0, status="failed", reason="server exited with code 1 <boom>")]
-    page = render_report(rows, [{"model": "mlp", "format": "onnx", "max_abs_err": 1e-7, "atol": 1e-4,
-                                 "passed": True}], {"success": True}, {"records": []},
-                         {"run_id": "r1", "logical_date": "2026-11-29T02:00:00", "status": "partial"})
+    page = render_report(_published(rows))
     assert "<td class='best'>3,000.00</td>" in page  # throughput: higher is better
     assert "<td class='best'>1.50</td>" in page  # p99: lower is better
     assert "server exited with code 1 &lt;boom&gt;" in page  # reasons are shown, escaped
-    assert "status <b>partial</b>" in page
+    assert "status <b>partial</b>" in page and "<h2>mlp</h2>" in page
+
+
+def test_report_draws_a_line_per_stack_and_is_self_contained_and_deterministic():
+    rows = _sweep_rows()
+    page = render_report(_published(rows))
+    # same input, same bytes, whatever the order of the rows (cells are listed in the plan's order)
+    assert page == render_report(_published(list(reversed(rows)), plan=_plan(rows)))
+    stacks = ["custom/onnx", "custom/torchscript", "triton/onnx"]
+    assert _series_of(page, "latency-p99") == stacks and _series_of(page, "latency-p50") == stacks
+    assert _series_of(page, "scaling-concurrency") == stacks
+    assert _series_of(page, "efficiency-cpu") == stacks and _series_of(page, "efficiency-memory") == stacks
+    svg = re.search(r"<svg[^>]*data-plot='latency-p99'.*?</svg>", page, re.S).group(0)
+    assert svg.count("<circle") == 12  # every ok point drawn (the failed cell is not)
+    for forbidden in ("<script", "<link", "@import", "url(", "https://"):
+        assert forbidden not in page
+    assert re.findall(r"https?://[^'\"]*", page) == ["http://www.w3.org/2000/svg"] * page.count("<svg")
+    for cell in (c["cell_id"] for s in _plan(rows)["sessions"] for c in s["cells"]):
+        assert f"<code>{cell}</code>" in page  # every planned cell, with its rows
+    assert "suite <b>smoke</b>" in page and "abc123" in page  # provenance
+
+
+def test_recommendation_table_per_bound_with_margin_and_noise():
+    rows = _sweep_rows()
+    records = {r["p99_bound_ms"]: r for r in recommend(rows)}
+    assert set(records) == {10.0, 50.0, 200.0, None}
+    best = records[None]
+    assert best["best"]["stack"] == "triton/onnx" and best["runner_up"]["stack"] == "custom/onnx"
+    assert round(best["margin_pct"]) == 50 and best["beyond_noise"] is True
+    # under 2 ms p99 only triton's and custom's first points qualify
+    tight = recommend(rows, bounds=(2.0,))[0]
+    assert tight["best"]["stack"] == "triton/onnx" and tight["best"]["throughput_rps"] == 1500.0
+    assert recommend(rows, bounds=(0.1,))[0]["best"] is None
+    page = render_report(_published(rows))
+    assert "class=recommendation" in page and "≤ 10 ms" in page and "no bound" in page and "+50.0 %" in page
+
+
+def test_margin_within_noise_uses_intervals_then_cv():
+    a, b = _row("a", 1000.0, 1.0, cv=0.05), _row("b", 1040.0, 1.0, cv=0.05)
+    assert beyond_noise("throughput_rps", a, b) is False  # 40 < 2 * hypot(50, 52)
+    assert beyond_noise("throughput_rps", _row("a", 1000.0, 1.0, cv=0.001), _row("b", 1040.0, 1.0, cv=0.001))
+    assert beyond_noise("throughput_rps", _row("a", 1000.0, 1.0, cv=None), b) is None
+    ci_a = _row("a", 1000.0, 1.0, cv=0.5, throughput_rps_ci_low=990.0, throughput_rps_ci_high=1010.0)
+    ci_b = _row("b", 1040.0, 1.0, cv=0.5, throughput_rps_ci_low=1020.0, throughput_rps_ci_high=1060.0)
+    assert beyond_noise("throughput_rps", ci_a, ci_b) is True  # intervals do not overlap, whatever the CV
+    assert beyond_noise("throughput_rps", ci_a, ci_b, min_rel_change=0.05) is False  # below the minimum change
+
+
+def test_compare_rows_marks_changes_beyond_noise_and_status_changes():
+    before = [_row("triton", 3000.0, 1.5, cv=0.01), _row("custom", 2000.0, 2.5, cv=0.01),
+              _row("bentoml", 500.0, 9.0), _row("kserve", 900.0, 5.0)]
+    after = [_row("triton", 2500.0, 1.5, cv=0.01), _row("custom", 2010.0, 2.5, cv=0.01),
+             _row("bentoml", 0.0, 0.0, "failed", "boom"), _row("torchserve", 250.0, 25.0)]
+    verdicts = {r["server"]: r for r in compare_rows(before, after)}
+    assert verdicts["triton"]["verdict"] == "worse"
+    assert verdicts["triton"]["metrics"]["throughput_rps"]["direction"] == "worse"
+    assert verdicts["custom"]["verdict"] == "same"
+    assert verdicts["bentoml"]["verdict"] == "worse" and "was ok, now failed" in verdicts["bentoml"]["notes"][0]
+    assert verdicts["kserve"]["verdict"] == "gone" and verdicts["torchserve"]["verdict"] == "new"
+
+
+def test_change_section_shows_previous_run_changes_regressions_and_trend():
+    rows = [_row("triton", 2500.0, 1.5, cv=0.01), _row("custom", 2000.0, 2.5, cv=0.01)]
+    previous = [_row("triton", 3000.0, 1.5, cv=0.01), _row("custom", 2000.0, 2.5, cv=0.01)]
+    night = {"models": {"mlp": {"best_throughput_rps": 3000.0, "best_throughput_stack": "triton/onnx",
+                                "best_p99_ms": 1.5, "best_p99_stack": "triton/onnx"}}}
+    trend = {"schema_version": "1.0", "comparable_on": {"suite": "smoke", "host": "EPYC|2|None",
+                                                        "versions": {"pipeline_version": "0.1.0", "servers": {}}},
+             "previous": {"run_id": "r1", "logical_date": "2026-11-28T02:00:00", "status": "complete", "git_sha": "0f"},
+             "previous_note": None, "changes": compare_rows(previous, rows),
+             "nights": [{"run_id": "r1", "logical_date": "2026-11-28T02:00:00", **night},
+                        {"run_id": "r2", "logical_date": "2026-11-29T02:00:00", **night}]}
+    regression = {"model": "mlp", "format": "onnx", "server": "triton", "load": 4.0, "metric": "throughput_rps",
+                  "unit": "req/s", "baseline": 3000.0, "current": 2500.0, "change_pct": -16.7, "method": "noise_band",
+                  "history_n": 5, "verdict": "regression"}
+    page = render_report(_published(rows, trend, regressions_json={"records": [regression]}))
+    assert "Previous comparable run: <code>r1</code>" in page
+    assert "1 of 2 cells changed beyond noise" in page and "class='worse'" in page
+    assert "Regressions against the history (1)" in page and "3,000 req/s" in page and "noise_band" in page
+    assert _series_of(page, "trend-throughput_rps") == ["mlp"] and _series_of(page, "trend-latency_ms_p99") == ["mlp"]
+
+
+def test_parity_shows_the_error_ratio_and_reference_when_recorded():
+    parity = [{"model": "mlp", "format": "onnx", "max_abs_err": 1e-7, "max_rel_err": 1e-6, "atol": 1e-4,
+               "rtol": 1e-3, "passed": True, "max_err_ratio": 0.031, "reference": "torch eager on CPU"},
+              {"model": "mlp", "format": "torchscript", "max_abs_err": 2e-4, "max_rel_err": 1e-3, "atol": 1e-4,
+               "rtol": 1e-3, "passed": False}]
+    rows = [_row("custom", 2000.0, 2.5, served_err_ratio=0.2), _row("custom", 1000.0, 2.5, fmt="torchscript")]
+    page = render_report(_published(rows, parity_json=parity))
+    assert "torch eager on CPU" in page and "0.0310" in page and "pass ≤ 1" in page
+    assert "max |a-b| ≤ atol 0.0001" in page and "<span class=bad>no</span>" in page
+    assert "Served outputs before load" in page and "<td>0.200</td>" in page
+
+
+def test_efficiency_is_throughput_per_busy_core_at_each_stacks_peak():
+    rows = [_row("triton", 3000.0, 1.5, load=4.0, server_cpu_pct=150.0), _row("triton", 1000.0, 1.0, load=1.0)]
+    (eff,) = efficiency(rows)
+    assert eff["throughput_rps_per_core"] == 2000.0 and eff["server_cpu_pct"] == 150.0
+
+
+def test_plots_are_plain_svg_with_log_axes_for_wide_ranges():
+    chart = line_chart("x", "t <b>", [Series("a/b", ((1.0, 1.0), (1000.0, 500.0)))], "req/s", "ms")
+    assert chart.startswith("<svg") and chart.endswith("</svg>") and "t &lt;b&gt;" in chart
+    assert "(log scale)" in chart and chart == line_chart("x", "t <b>", [Series("a/b", ((1.0, 1.0),
+                                                                                          (1000.0, 500.0)))],
+                                                           "req/s", "ms")
+    assert "no points to draw" in line_chart("x", "t", [], "a", "b")
+    assert bar_chart("b", "t", [("x", 2.0), ("y", 1.0)], "MiB").count("<rect") == 2
 
 
 def test_digest_picks_the_best_stack_per_model():
