@@ -3,7 +3,6 @@ status, suite and regression count; every route behind Airflow's session check."
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 
@@ -13,14 +12,7 @@ from fastapi.testclient import TestClient
 from tasks.publish import publish_run
 from tasks.run_index import list_runs
 from tasks.store import S3Store
-from tests.dagrun import REPO
-
-
-def load_plugin():
-    spec = importlib.util.spec_from_file_location("serving_eval_reports", REPO / "plugins" / "serving_eval_reports.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.dagrun import load_reports_plugin
 
 
 def publish_three_runs(store: S3Store) -> None:
@@ -53,7 +45,7 @@ def test_run_index_has_status_suite_and_regressions_newest_first(embedded_s3, bu
 def test_lists_published_runs_and_serves_their_report(embedded_s3, bucket):
     store = S3Store(bucket, "eval", embedded_s3.connection("serving_eval_s3"))
     publish_three_runs(store)
-    plugin = load_plugin()
+    plugin = load_reports_plugin()
     assert plugin.ServingEvalReportsPlugin.fastapi_apps[0]["url_prefix"] == "/serving-eval"
     view = plugin.ServingEvalReportsPlugin.external_views[0]
     assert (view["destination"], view["url_route"], view["href"]) == ("nav", "serving-eval", "serving-eval/")
@@ -73,7 +65,7 @@ def test_every_route_needs_an_airflow_session(embedded_s3, bucket):
     """With Airflow's own dependency and no token: 401 for a client, Airflow's login page for a browser."""
     store = S3Store(bucket, "eval", embedded_s3.connection("serving_eval_s3"))
     publish_three_runs(store)
-    plugin = load_plugin()
+    plugin = load_reports_plugin()
     app = plugin.create_app(lambda: store, login_url=lambda next_url: f"/auth/login?next={next_url}")
     client = TestClient(app, follow_redirects=False)
     for path in ("/", "/runs/dt=2026-11-28/run_id=night2/report.html", "/runs/dt=1/run_id=x/report.html"):
