@@ -230,6 +230,11 @@ def test_browser_logs_in_and_follows_a_run_to_its_report(login_server, published
         assert run_id in report.content()
         plots = check_plots_drawn(report, tmp_path)
         page.screenshot(path=str(tmp_path / "ui-report.png"), full_page=True)
+        page.reload()  # the UI's address now names the report: reloading it shows the report again
+        from playwright.sync_api import expect
+
+        expect(page.locator("iframe[title='Serving eval reports']")).to_have_attribute(
+            "src", published_run["report_path"], timeout=TIMEOUT_MS)
         report_page = chromium.page()  # the report on its own, full length
         report_page.context.add_cookies(page.context.cookies())
         report_page.goto(login_server.base_url + published_run["report_path"])
