@@ -17,9 +17,9 @@ At start the state is read back into moto before the port opens. After every req
 something (any method but GET/HEAD/OPTIONS) the changed objects and buckets are written (blob first, then
 its record, each by an atomic rename after fsync) before the answer is sent: an acknowledged write survives
 a restart and a crash of this process, and a crash mid-write leaves the previous version of that object.
-Only the latest version of an object is kept, with its content, content type, user metadata, encryption
-and checksum; bucket settings (policy, versioning, tags) and other AWS services are not kept. One process
-at a time may use a state folder (an exclusive lock on `<state-dir>/lock`).
+Only the latest version of an object is kept, with its content, content type, user metadata, ETag,
+encryption, checksum and object lock; bucket settings (policy, versioning, tags) and other AWS services are
+not kept. One process at a time may use a state folder (an exclusive lock on `<state-dir>/lock`).
 """
 
 from __future__ import annotations
@@ -45,6 +45,12 @@ log = logging.getLogger("serving_eval.embedded_s3")
 STATE_FORMAT = 1
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 STATE_IN_USE_EXIT_CODE = 3
+# What an object keeps across a restart besides its bytes, metadata (content type, x-amz-meta-*), storage
+# class, ETag and last-modified time: moto's FakeKey attributes of encryption, checksum (a multipart upload's
+# composite checksum needs its type and part count) and object lock.
+KEPT_ATTRIBUTES = ("encryption", "kms_key_id", "bucket_key_enabled", "checksum_algorithm", "checksum_value",
+                   "checksum_type", "checksum_parts", "website_redirect_location", "lock_mode", "lock_legal_status",
+                   "lock_until")
 
 
 class StateInUse(RuntimeError):
@@ -179,10 +185,11 @@ class DiskState:
             backend = s3_backends[bucket["account_id"]][bucket["partition"]]
             fake_key = backend.put_object(
                 bucket_name, key, (self.blobs / record["blob"]).read_bytes(), storage=record.get("storage_class"),
-                encryption=record.get("encryption"), kms_key_id=record.get("kms_key_id"),
-                checksum_value=record.get("checksum_value"), disable_notification=True)
+                etag=(record.get("etag") or "").strip('"') or None,  # a multipart upload's "<md5>-<parts>" too
+                disable_notification=True)
             fake_key.set_metadata(dict(record.get("metadata") or {}), replace=True)
-            fake_key.checksum_algorithm = record.get("checksum_algorithm")
+            for name in KEPT_ATTRIBUTES:
+                setattr(fake_key, name, record.get(name))
             if record.get("last_modified"):
                 fake_key.last_modified = datetime.fromisoformat(record["last_modified"])
             self.fingerprints[(bucket_name, key)] = _fingerprint(fake_key)
@@ -205,9 +212,8 @@ class DiskState:
             fake_key = obj.fake_key
             self.write_object(obj.bucket, obj.key, fake_key.value, {
                 "metadata": dict(fake_key.metadata), "last_modified": fake_key.last_modified.isoformat(),
-                "etag": fake_key.etag, "storage_class": fake_key.storage_class, "encryption": fake_key.encryption,
-                "kms_key_id": fake_key.kms_key_id, "checksum_algorithm": fake_key.checksum_algorithm,
-                "checksum_value": fake_key.checksum_value})
+                "etag": fake_key.etag, "storage_class": fake_key.storage_class,
+                **{name: getattr(fake_key, name, None) for name in KEPT_ATTRIBUTES}})
             self.fingerprints[ident] = obj.fingerprint
 
 

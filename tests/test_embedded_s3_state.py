@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import signal
 
 import pytest
+from boto3.s3.transfer import TransferConfig
 
 from tasks.embedded_s3 import start_embedded_s3
 from tasks.publish import publish_run
@@ -29,6 +31,11 @@ def test_objects_survive_a_restart_with_their_content_type_and_deletes(tmp_path)
         store.put_bytes("eval/scratch/twice.txt", b"first")
         store.put_bytes("eval/scratch/twice.txt", b"second")
         store.delete(["eval/scratch/gone.txt"])
+        big = bytes(range(256)) * (11 * 4096)  # 11 MiB: three parts of a multipart upload
+        store.client.upload_fileobj(io.BytesIO(big), "kept", "eval/artifacts/big.bin", Config=TransferConfig(
+            multipart_threshold=5 * 2**20, multipart_chunksize=5 * 2**20))
+        big_etag = store.client.head_object(Bucket="kept", Key="eval/artifacts/big.bin")["ETag"]
+        assert big_etag.endswith('-3"')
         s3.create_bucket("emptied")
         s3.create_bucket("removed")
         store.client.delete_bucket(Bucket="removed")
@@ -43,6 +50,8 @@ def test_objects_survive_a_restart_with_their_content_type_and_deletes(tmp_path)
         head = store.client.head_object(Bucket="kept", Key=f"{manifest['prefix']}/report.html")
         assert head["ContentType"] == "text/html"
         assert store.get("eval/scratch/twice.txt") == b"second"
+        assert store.get("eval/artifacts/big.bin") == big
+        assert store.client.head_object(Bucket="kept", Key="eval/artifacts/big.bin")["ETag"] == big_etag
         assert not store.exists("eval/scratch/gone.txt")
         buckets = {b["Name"] for b in store.client.list_buckets()["Buckets"]}
         assert buckets == {"kept", "emptied"}
