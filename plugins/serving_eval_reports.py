@@ -23,7 +23,8 @@ elsewhere.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -87,22 +88,31 @@ def create_app(store_factory: Callable[[], S3Store] = default_store, access: lis
             return RedirectResponse(login_url(str(request.url)), status_code=303)  # a browser: log in first
         return await http_exception_handler(request, exc)
 
-    def store() -> S3Store:
+    @contextmanager
+    def store() -> Iterator[S3Store]:
+        """The store; one that cannot be read is a 503 naming it, not a bare 500."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
-            return store_factory()
+            where = store_factory()
         except StoreError as exc:
             raise HTTPException(503, str(exc)) from exc
+        try:
+            yield where
+        except (BotoCoreError, ClientError) as exc:
+            raise HTTPException(503, f"result store {where.describe()} cannot be read: {exc}") from exc
 
     @app.get("/", response_class=HTMLResponse)
     def runs() -> HTMLResponse:
-        where = store()
-        return HTMLResponse(render_run_list(list_runs(where), f"s3://{where.bucket}/{where.prefix}"),
-                            headers=PAGE_HEADERS)
+        with store() as where:
+            page = render_run_list(list_runs(where), f"s3://{where.bucket}/{where.prefix}")
+        return HTMLResponse(page, headers=PAGE_HEADERS)
 
     @app.get("/runs/{dt}/{run}/report.html", response_class=HTMLResponse)
     def report(dt: str, run: str) -> HTMLResponse:
         try:
-            return HTMLResponse(read_report(store(), dt, run), headers=PAGE_HEADERS)
+            with store() as where:
+                return HTMLResponse(read_report(where, dt, run), headers=PAGE_HEADERS)
         except ReportNotFound as exc:
             raise HTTPException(404, str(exc)) from exc
 

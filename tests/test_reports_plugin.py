@@ -74,3 +74,12 @@ def test_every_route_needs_an_airflow_session(embedded_s3, bucket):
         assert browser.status_code == 303 and browser.headers["location"].startswith("/auth/login?next="), path
         assert "night two" not in browser.text
     assert client.get("/docs").status_code == 404 and client.get("/openapi.json").status_code == 404
+
+
+def test_an_unreadable_store_is_named(embedded_s3):
+    store = S3Store("no-such-bucket", "eval", embedded_s3.connection("serving_eval_s3"))
+    client = TestClient(load_reports_plugin().create_app(lambda: store, access=[]))
+    answer = client.get("/")
+    assert answer.status_code == 503 and "s3://no-such-bucket/eval" in answer.json()["detail"], answer.text
+    answer = client.get("/runs/dt=2026-11-28/run_id=night2/report.html")
+    assert answer.status_code == 404 and "s3://no-such-bucket/eval/runs/" in answer.json()["detail"], answer.text
