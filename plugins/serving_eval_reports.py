@@ -1,25 +1,50 @@
-"""An Airflow UI page for the published runs: the list of runs and each run's `report.html`, read from the
-result store through the runs' manifests (nothing half-written is shown).
+"""The reports page inside Airflow's UI: the published runs (status, suite, regression count) and each run's
+`report.html`, read from the result store through the runs' manifests (nothing half-written is shown).
 
-It appears under the *Browse* menu as "Serving eval reports" (`/serving-eval/`). The store is the one the
-nightly DAG publishes to by default; set `SERVING_EVAL_REPORTS_BUCKET`, `SERVING_EVAL_REPORTS_PREFIX` and
-`SERVING_EVAL_REPORTS_CONN_ID` in the API server's environment to point it elsewhere. Like every plugin
-FastAPI app it is not behind Airflow's log-in: expose the API server only where the reports may be read.
+Where: *Browse → Serving eval reports* in the UI's navigation, shown in the UI's own frame at
+`/plugin/serving-eval`; the pages themselves are served by this plugin's FastAPI app under `/serving-eval/`.
+
+Log-in: Airflow does not authenticate plugin apps, so every route here depends on Airflow's own check
+(`requires_access_view(WEBSITE)`: the JWT of the UI's session cookie `_token`, or an `Authorization: Bearer`
+token from `POST /auth/token`, validated by the configured auth manager). When Airflow requires a log-in
+(`[core] simple_auth_manager_all_admins = False`, or any other auth manager) a request without a valid session
+is refused: a browser is sent to Airflow's login page and comes back after it, other clients get 401 (403
+for a forged or revoked token). With all-admins (the default of `make airflow`) the auth manager signs every
+request in as admin, so the pages are open as the rest of that UI is.
+
+Reports are served with a Content-Security-Policy that forbids scripts and every network fetch: they are
+shown in Airflow's origin, next to the session, and must be self-contained (inline SVG and CSS).
+
+The store is the one the nightly DAG publishes to by default; set `SERVING_EVAL_REPORTS_BUCKET`,
+`SERVING_EVAL_REPORTS_PREFIX` and `SERVING_EVAL_REPORTS_CONN_ID` in the API server's environment to point it
+elsewhere.
 """
 
 from __future__ import annotations
 
-import html
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI, HTTPException
-from fastapi.responses import HTMLResponse
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tasks.errors import StoreError
+from tasks.run_index import ReportNotFound, list_runs, read_report, render_run_list
 from tasks.store import ConnectionFields, S3Store
 
 URL_PREFIX = "/serving-eval"
+URL_ROUTE = "serving-eval"  # the UI shows the page at /plugin/serving-eval
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'none'; style-src 'unsafe-inline'; "
+                               "img-src data:; font-src data:; form-action 'none'; base-uri 'none'; "
+                               "frame-ancestors 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
 
 
 def default_store() -> S3Store:
@@ -36,35 +61,60 @@ def default_store() -> S3Store:
                    os.environ.get("SERVING_EVAL_REPORTS_PREFIX", "serving-eval"), conn)
 
 
-def create_app(store_factory: Callable[[], S3Store] = default_store) -> FastAPI:
-    app = FastAPI(title="Serving eval reports")
+def airflow_access() -> list:
+    """The dependency Airflow's own API routes use: a valid session (JWT) of a user allowed to see the UI."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
+    from airflow.api_fastapi.core_api.security import requires_access_view
+
+    return [Depends(requires_access_view(AccessView.WEBSITE))]
+
+
+def airflow_login_url(next_url: str) -> str:
+    """Airflow's login page, which comes back to `next_url` once logged in."""
+    from airflow.api_fastapi.app import get_auth_manager
+
+    return get_auth_manager().get_url_login(next_url=next_url)
+
+
+def create_app(store_factory: Callable[[], S3Store] = default_store, access: list | None = None,
+               login_url: Callable[[str], str] = airflow_login_url) -> FastAPI:
+    """The pages; `access` are the dependencies every route needs (default: Airflow's session check)."""
+    app = FastAPI(title="Serving eval reports", dependencies=airflow_access() if access is None else access,
+                  docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def refused(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 401 and "text/html" in request.headers.get("accept", ""):
+            return RedirectResponse(login_url(str(request.url)), status_code=303)  # a browser: log in first
+        return await http_exception_handler(request, exc)
+
+    @contextmanager
+    def store() -> Iterator[S3Store]:
+        """The store; one that cannot be read is a 503 naming it, not a bare 500."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            where = store_factory()
+        except StoreError as exc:
+            raise HTTPException(503, str(exc)) from exc
+        try:
+            yield where
+        except (BotoCoreError, ClientError) as exc:
+            raise HTTPException(503, f"result store {where.describe()} cannot be read: {exc}") from exc
 
     @app.get("/", response_class=HTMLResponse)
-    def runs() -> str:
-        from tasks.history import list_manifests
-
-        store = store_factory()
-        manifests = list_manifests(store, statuses=("complete", "partial", "failed"))
-        items = "".join(
-            f"<li><a href='runs/{html.escape(m['prefix'].split('/runs/', 1)[1])}/report.html'>"
-            f"{html.escape(m['logical_date'][:19])} — {html.escape(m['run_id'])}</a> ({html.escape(m['status'])})</li>"
-            for m in reversed(manifests))
-        return (f"<!doctype html><html><body style='font-family:system-ui'><h1>Serving evaluations</h1>"
-                f"<p>s3://{html.escape(store.bucket)}/{html.escape(store.prefix)}</p><ul>{items or '<li>none yet</li>'}"
-                f"</ul></body></html>")
+    def runs() -> HTMLResponse:
+        with store() as where:
+            page = render_run_list(list_runs(where), f"s3://{where.bucket}/{where.prefix}")
+        return HTMLResponse(page, headers=PAGE_HEADERS)
 
     @app.get("/runs/{dt}/{run}/report.html", response_class=HTMLResponse)
-    def report(dt: str, run: str) -> str:
-        store = store_factory()
-        prefix = store.key("runs", dt, run)
+    def report(dt: str, run: str) -> HTMLResponse:
         try:
-            manifest = store.get_json(f"{prefix}/manifest.json")
-        except Exception as exc:  # noqa: BLE001 - no manifest: the run is not (yet) published
-            raise HTTPException(404, f"no published run at {prefix}") from exc
-        keys = {o["name"]: o["key"] for o in manifest["objects"]}
-        if "report.html" not in keys:
-            raise HTTPException(404, f"run {manifest['run_id']} has no report.html")
-        return store.get(keys["report.html"]).decode()
+            with store() as where:
+                return HTMLResponse(read_report(where, dt, run), headers=PAGE_HEADERS)
+        except ReportNotFound as exc:
+            raise HTTPException(404, str(exc)) from exc
 
     return app
 
@@ -72,5 +122,5 @@ def create_app(store_factory: Callable[[], S3Store] = default_store) -> FastAPI:
 class ServingEvalReportsPlugin(AirflowPlugin):
     name = "serving_eval_reports"
     fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Serving eval reports"}]
-    external_views = [{"name": "Serving eval reports", "href": "serving-eval/", "destination": "nav",
-                       "category": "browse", "url_route": "serving-eval"}]
+    external_views = [{"name": "Serving eval reports", "href": f"{URL_PREFIX.lstrip('/')}/", "destination": "nav",
+                       "category": "browse", "url_route": URL_ROUTE}]

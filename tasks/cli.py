@@ -131,14 +131,14 @@ def prebuild_runtimes(conf: dict) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from tasks.embedded_s3 import start_embedded_s3
+    from tasks.embedded_s3 import LOCAL_STATE_DIR, start_embedded_s3
     from tasks.store import S3Store
 
     conf = {**DEMO_CONF, **json.loads(args.conf or "{}")}
     conn_id, bucket = "serving_eval_s3", "serving-eval"
     conf.update(aws_conn_id=conn_id, s3_bucket=bucket)
     prebuild_runtimes(conf)
-    with start_embedded_s3() as s3:
+    with start_embedded_s3(state_dir=LOCAL_STATE_DIR) as s3:
         s3.create_bucket(bucket)
         env = airflow_env(s3.airflow_conn_env(conn_id))
         print(f"embedded S3 (moto) at {s3.endpoint_url}; Airflow home {env['AIRFLOW_HOME']}")
@@ -173,7 +173,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"\nrun {pointer['run_id']}: status {manifest['status']}, {len(manifest['objects'])} objects published to "
           f"s3://{bucket}/{manifest['prefix']}/")
     print_summary(frame)
-    print(f"\nresults copied to {out} (the embedded S3 stops with the demo)")
+    print(f"\nresults copied to {out}; the embedded S3 keeps every published run in {LOCAL_STATE_DIR}")
     problems = []
     if manifest["status"] != "complete":
         problems.append(f"run status {manifest['status']} (see the failed cells above)")
@@ -209,9 +209,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_airflow(args: argparse.Namespace) -> int:
-    from tasks.embedded_s3 import start_embedded_s3
+    from tasks.embedded_s3 import LOCAL_STATE_DIR, start_embedded_s3
 
-    with start_embedded_s3(args.s3_port) as s3:
+    with start_embedded_s3(args.s3_port, state_dir=LOCAL_STATE_DIR) as s3:
         s3.create_bucket("serving-eval")
         env = airflow_env({
             **s3.airflow_conn_env("serving_eval_s3"),

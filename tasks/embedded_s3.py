@@ -1,4 +1,9 @@
-"""An embedded S3 endpoint (moto's server) on a free loopback port, for the demo and the tests."""
+"""An embedded S3 endpoint (moto's server) on a free loopback port, for `make airflow`, the demo and the tests.
+
+With a state folder (`make airflow` and `make demo` use `LOCAL_STATE_DIR`, `.serving-eval/s3/` in the checkout)
+its buckets and objects survive a restart and a crash (see `tasks/embedded_s3_server.py`); without one it
+forgets everything when it stops, as the tests want.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +12,30 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.runtimes import REPO_ROOT
 from tasks.serve.session import free_port
 from tasks.store import ConnectionFields
 
 ACCESS_KEY = "testing"  # moto accepts any key; these are not secrets
 SECRET_KEY = "testing"
 REGION = "us-east-1"
-START_TIMEOUT_S = 30
+START_TIMEOUT_S = 120  # a state folder is read back before the port opens
+LOCAL_STATE_DIR = REPO_ROOT / ".serving-eval" / "s3"  # the store of `make airflow` / `make demo` (git-ignored)
+LOG_TAIL_BYTES = 3000
 
 
 @dataclass
 class EmbeddedS3:
     port: int
     process: subprocess.Popen
+    state_dir: Path | None = None
+    log_path: Path | None = None
 
     @property
     def endpoint_url(self) -> str:
@@ -41,9 +52,16 @@ class EmbeddedS3:
         return {f"AIRFLOW_CONN_{conn_id.upper()}": value}
 
     def create_bucket(self, bucket: str) -> None:
+        """Create the bucket; one that this store already holds (kept in its state folder) is fine."""
+        from botocore.exceptions import ClientError
+
         from tasks.store import S3Store
 
-        S3Store(bucket, "", self.connection("embedded")).client.create_bucket(Bucket=bucket)
+        try:
+            S3Store(bucket, "", self.connection("embedded")).client.create_bucket(Bucket=bucket)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                raise
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -53,6 +71,8 @@ class EmbeddedS3:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.log_path is not None and self.state_dir is None:
+            self.log_path.unlink(missing_ok=True)
 
     def __enter__(self) -> EmbeddedS3:
         return self
@@ -61,21 +81,40 @@ class EmbeddedS3:
         self.stop()
 
 
-def start_embedded_s3(port: int | None = None) -> EmbeddedS3:
+def start_embedded_s3(port: int | None = None, state_dir: Path | None = None) -> EmbeddedS3:
+    """Start the server (`python -m tasks.embedded_s3_server`) and wait until it answers.
+
+    With `state_dir` it first reads back what an earlier run kept there and logs to `<state_dir>/server.log`.
+    """
     port = port or free_port()
-    moto = Path(sys.executable).with_name("moto_server")
-    argv = [str(moto)] if moto.exists() else [sys.executable, "-m", "moto.server"]
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
-    proc = subprocess.Popen([*argv, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
+    if state_dir is not None:
+        state_dir = Path(state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        log_path = state_dir / "server.log"
+    else:
+        # "-test-" in the name: the tests' leftover checks look for server session folders "serving-eval-*"
+        fd, name = tempfile.mkstemp(prefix="serving-eval-test-s3-", suffix=".log")
+        os.close(fd)
+        log_path = Path(name)
+    argv = [sys.executable, "-m", "tasks.embedded_s3_server", "--host", "127.0.0.1", "--port", str(port)]
+    if state_dir is not None:
+        argv += ["--state-dir", str(state_dir)]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    s3 = EmbeddedS3(port, proc, state_dir, log_path)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"moto server exited with code {proc.returncode} on port {port}")
+            tail = log_path.read_bytes()[-LOG_TAIL_BYTES:].decode(errors="replace")
+            s3.stop()
+            raise RuntimeError(f"embedded S3 (moto) exited with code {proc.returncode} on port {port}:\n{tail}")
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1)
-            return EmbeddedS3(port, proc)
+            return s3
         except OSError:
             time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"moto server did not answer on 127.0.0.1:{port} within {START_TIMEOUT_S} s")
+    s3.stop()
+    raise RuntimeError(f"embedded S3 (moto) did not answer on 127.0.0.1:{port} within {START_TIMEOUT_S} s "
+                       f"(log: {log_path})")

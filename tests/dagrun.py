@@ -1,4 +1,4 @@
-"""Helpers for whole-run tests: loading the DAG fresh, reading a published run back, leftover checks."""
+"""Helpers for whole-run tests: loading the DAG (or a plugin) fresh, reading a published run back, leftover checks."""
 
 from __future__ import annotations
 
@@ -24,6 +24,14 @@ def load_dag_module(path: Path = DAG_FILE, name: str | None = None):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_reports_plugin():
+    """The reports plugin module, imported from its file as Airflow's plugin manager does."""
+    spec = importlib.util.spec_from_file_location("serving_eval_reports", REPO / "plugins" / "serving_eval_reports.py")
+    module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
