@@ -22,20 +22,31 @@ from tasks.config import (
     MAX_BATCH_SIZE,
     MAX_READY_TIMEOUT_S,
     PROTOCOLS,
+    RUN_MODES,
     SSE_MODES,
     RunConfig,
     model_names,
     server_names,
 )
 from tasks.convert import FORMATS
-from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, MODES, STABLE_WINDOWS
+from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, STABLE_WINDOWS
 from tasks.publish import PUBLISHED_RUNS_ASSET
 from tasks.serve.base import DEVICES
+from tasks.suites import SCHEDULED_SUITE, suite_names, suites_markdown
 
 # A plain name, not an s3:// URI: an s3 URI makes Airflow load the Amazon provider (and boto3) at parse time.
 PUBLISHED_RUNS = Asset(name=PUBLISHED_RUNS_ASSET)
 HOST_POOL = "serving_eval_host"  # one slot per host that runs servers: one server session at a time
-D = RunConfig()  # the defaults, written once
+D = RunConfig()  # the built-in defaults, under every suite's values
+
+
+def suite_param(type_: str, **schema) -> Param:
+    """A Param left empty by default: empty takes the picked suite's value, else the built-in default (shown)."""
+    if "enum" in schema:
+        schema["enum"] = [None, *schema["enum"]]
+    hint = "empty: the suite's value"
+    schema["description"] = f"{schema['description']}; {hint}" if schema.get("description") else hint
+    return Param(None, type=["null", type_], **schema)
 
 
 def _connection(conn_id: str):
@@ -54,83 +65,87 @@ def _connection(conn_id: str):
     catchup=False,
     max_active_runs=1,
     tags=["serving", "benchmark"],
-    doc_md=__doc__,
+    doc_md=f"{__doc__}\n\n**Suites** (`suites/*.yaml`):\n\n{suites_markdown()}",
     params={
-        "models": Param(list(D.models), type="array", minItems=1, items={"type": "string", "enum": model_names()},
+        "suite": Param(SCHEDULED_SUITE, type="string", enum=suite_names(), title="Suite",
+                       description="suites/<name>.yaml: what to measure; every field left empty below takes the "
+                                   "suite's value", section="What to measure"),
+        "models": suite_param("array", minItems=1, items={"type": "string", "enum": model_names()},
                         examples=model_names(), title="Models", section="What to measure"),
-        "formats": Param(list(D.formats), type="array", minItems=1, items={"type": "string", "enum": list(FORMATS)},
+        "formats": suite_param("array", minItems=1, items={"type": "string", "enum": list(FORMATS)},
                          examples=list(FORMATS), title="Formats", section="What to measure"),
-        "servers": Param(list(D.servers), type="array", minItems=1, items={"type": "string", "enum": server_names()},
+        "servers": suite_param("array", minItems=1, items={"type": "string", "enum": server_names()},
                          examples=server_names(), title="Servers", section="What to measure"),
-        "launcher": Param(D.launcher, type="string", enum=list(LAUNCHERS), title="Launcher",
+        "launcher": suite_param("string", enum=list(LAUNCHERS), title="Launcher",
                           description="process: local runtime venvs; docker: containers", section="What to measure"),
-        "device": Param(D.device, type="string", enum=list(DEVICES), title="Device", section="What to measure"),
-        "batch_sizes": Param(list(D.batch_sizes), type="array", minItems=1,
+        "device": suite_param("string", enum=list(DEVICES), title="Device", section="What to measure"),
+        "batch_sizes": suite_param("array", minItems=1,
                              items={"type": "integer", "minimum": 1, "maximum": MAX_BATCH_SIZE},
                              title="Batch sizes", section="Load"),
-        "mode": Param(D.mode, type="string", enum=list(MODES), title="Mode",
-                      description="concurrency: closed loop; rate: open loop", section="Load"),
-        "concurrencies": Param(list(D.concurrencies), type="array", minItems=1,
+        "mode": suite_param("string", enum=list(RUN_MODES), title="Mode",
+                            description="concurrency: closed loop; rate: open loop; both: each in every session",
+                            section="Load"),
+        "concurrencies": suite_param("array", minItems=1,
                                items={"type": "integer", "minimum": 1, "maximum": MAX_CONCURRENCY},
                                title="Concurrencies (closed loop)", section="Load"),
-        "rates": Param(list(D.rates), type="array", minItems=1, items={"type": "number", "exclusiveMinimum": 0},
+        "rates": suite_param("array", minItems=1, items={"type": "number", "exclusiveMinimum": 0},
                        title="Rates, requests/s (open loop)", section="Load"),
-        "concurrency_sweep": Param(D.concurrency_sweep, type="string", enum=list(CONCURRENCY_SWEEPS),
+        "concurrency_sweep": suite_param("string", enum=list(CONCURRENCY_SWEEPS),
                                    title="Concurrency sweep (closed loop)",
                                    description="list: each concurrency; doubling: from 1 up to max(concurrencies), "
                                                "stopping when p99 > p99_bound_ms or throughput stops rising",
                                    section="Load"),
-        "rate_search": Param(D.rate_search, type="boolean", title="Rate search (open loop)",
+        "rate_search": suite_param("boolean", title="Rate search (open loop)",
                              description="the highest rate with p99 <= p99_bound_ms, doubling from min(rates) "
                                          "then bisecting (MLPerf Server style)", section="Load"),
-        "p99_bound_ms": Param(D.p99_bound_ms, type=["null", "number"], exclusiveMinimum=0,
+        "p99_bound_ms": suite_param("number", exclusiveMinimum=0,
                               title="p99 bound of the sweeps, ms", section="Load"),
-        "arrival": Param(D.arrival, type="string", enum=list(ARRIVALS), title="Arrivals (open loop)", section="Load"),
-        "protocol": Param(D.protocol, type="string", enum=list(PROTOCOLS), title="Request protocol",
+        "arrival": suite_param("string", enum=list(ARRIVALS), title="Arrivals (open loop)", section="Load"),
+        "protocol": suite_param("string", enum=list(PROTOCOLS), title="Request protocol",
                           description="default: each server's REST protocol; grpc: KServe v2 gRPC (Triton, KServe "
                                       "only)", section="Load"),
-        "duration_s": Param(D.duration_s, type="number", exclusiveMinimum=0, maximum=MAX_DURATION_S,
+        "duration_s": suite_param("number", exclusiveMinimum=0, maximum=MAX_DURATION_S,
                             title="Measured seconds per load point", section="Load"),
-        "warmup_s": Param(D.warmup_s, type="number", minimum=0, maximum=MAX_DURATION_S,
+        "warmup_s": suite_param("number", minimum=0, maximum=MAX_DURATION_S,
                           title="Warm-up seconds (discarded)", section="Load"),
-        "window_s": Param(D.window_s, type="number", exclusiveMinimum=0, maximum=MAX_DURATION_S,
+        "window_s": suite_param("number", exclusiveMinimum=0, maximum=MAX_DURATION_S,
                           title="Window seconds", section="Load"),
-        "stability_pct": Param(D.stability_pct, type="number", exclusiveMinimum=0, maximum=100,
+        "stability_pct": suite_param("number", exclusiveMinimum=0, maximum=100,
                                title="Stability band, %", section="Load"),
-        "request_timeout_s": Param(D.request_timeout_s, type="number", exclusiveMinimum=0, maximum=600,
+        "request_timeout_s": suite_param("number", exclusiveMinimum=0, maximum=600,
                                    title="Request timeout, s",
                                    description="a request without an answer by then is a timeout: an error, and a "
                                                "latency sample at the timeout", section="Load"),
-        "max_error_rate": Param(D.max_error_rate, type="number", minimum=0, maximum=1,
+        "max_error_rate": suite_param("number", minimum=0, maximum=1,
                                 title="Tolerated error rate per load point",
                                 description="a load point with failed or timed-out requests is failed unless their "
                                             "fraction is below this (0: any error fails it)", section="Outcome"),
-        "stop_when_stable": Param(D.stop_when_stable, type="boolean", title="End a load point once stable",
+        "stop_when_stable": suite_param("boolean", title="End a load point once stable",
                                   description="at the first window boundary where the last three windows agree, "
                                               "after min_windows; duration_s stays the bound", section="Load"),
-        "min_windows": Param(D.min_windows, type="integer", minimum=STABLE_WINDOWS, maximum=1000,
+        "min_windows": suite_param("integer", minimum=STABLE_WINDOWS, maximum=1000,
                              title="Minimum windows before a stable stop", section="Load"),
-        "workers": Param(D.workers, type="integer", minimum=1, maximum=MAX_WORKERS,
+        "workers": suite_param("integer", minimum=1, maximum=MAX_WORKERS,
                          title="Generator processes per load point", section="Load"),
-        "ready_timeout_s": Param(D.ready_timeout_s, type="number", exclusiveMinimum=0, maximum=MAX_READY_TIMEOUT_S,
+        "ready_timeout_s": suite_param("number", exclusiveMinimum=0, maximum=MAX_READY_TIMEOUT_S,
                                  title="Server readiness timeout, s", section="Serving"),
-        "dynamic_batching": Param(D.dynamic_batching, type="boolean", title="Dynamic batching", section="Serving"),
-        "max_batch_size": Param(D.max_batch_size, type="integer", minimum=1, maximum=MAX_BATCH_SIZE,
+        "dynamic_batching": suite_param("boolean", title="Dynamic batching", section="Serving"),
+        "max_batch_size": suite_param("integer", minimum=1, maximum=MAX_BATCH_SIZE,
                                 title="Server max batch size", section="Serving"),
-        "pin_cpus": Param(D.pin_cpus, type="boolean", title="Pin server and generator to separate cores",
+        "pin_cpus": suite_param("boolean", title="Pin server and generator to separate cores",
                           section="Serving"),
-        "s3_bucket": Param(D.s3_bucket, type="string", minLength=3, maxLength=63, title="S3 bucket", section="Store"),
-        "s3_prefix": Param(D.s3_prefix, type="string", title="S3 prefix", section="Store"),
-        "aws_conn_id": Param(D.aws_conn_id, type="string", minLength=1, title="AWS connection id", section="Store"),
-        "s3_sse": Param(D.s3_sse, type="string", enum=list(SSE_MODES), title="Server-side encryption", section="Store"),
-        "s3_kms_key_id": Param(D.s3_kms_key_id, type=["null", "string"], title="KMS key id (with aws:kms)",
+        "s3_bucket": suite_param("string", minLength=3, maxLength=63, title="S3 bucket", section="Store"),
+        "s3_prefix": suite_param("string", title="S3 prefix", section="Store"),
+        "aws_conn_id": suite_param("string", minLength=1, title="AWS connection id", section="Store"),
+        "s3_sse": suite_param("string", enum=list(SSE_MODES), title="Server-side encryption", section="Store"),
+        "s3_kms_key_id": suite_param("string", title="KMS key id (with aws:kms)",
                                section="Store"),
-        "share_artifacts": Param(D.share_artifacts, type="boolean",
+        "share_artifacts": suite_param("boolean",
                                  title="Share converted artifacts through the store (artifacts/ prefix)",
                                  section="Store"),
-        "fail_on_cell_failure": Param(D.fail_on_cell_failure, type="boolean",
+        "fail_on_cell_failure": suite_param("boolean",
                                       title="Fail the run when a cell failed (after publishing)", section="Outcome"),
-        "fail_on_regression": Param(D.fail_on_regression, type="boolean",
+        "fail_on_regression": suite_param("boolean",
                                     title="Fail the run when a metric regressed against the history",
                                     section="Outcome"),
     },

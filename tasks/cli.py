@@ -35,7 +35,8 @@ from tasks.runtimes import REPO_ROOT
 
 DAG_ID = "nightly_serving_eval"
 # Every stack that runs as a local process here, side by side on the same model and load.
-DEMO_CONF = {"servers": ["custom", "triton", "torchserve", "bentoml", "kserve"], "formats": ["onnx", "torchscript"],
+DEMO_CONF = {"suite": "smoke",
+             "servers": ["custom", "triton", "torchserve", "bentoml", "kserve"], "formats": ["onnx", "torchscript"],
              "models": ["mlp"], "concurrencies": [1, 4], "duration_s": 3.0, "warmup_s": 1.0, "window_s": 1.0,
              "fail_on_cell_failure": False}
 DEMO_OUT = REPO_ROOT / "demo-results"
@@ -192,6 +193,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tasks.store import connection_from_env
 
     params = json.loads(args.conf or "{}")
+    if args.suite:
+        params = {"suite": args.suite, **params}
     conn = connection_from_env(RunConfig.from_params(params).aws_conn_id)
     now = datetime.now(UTC)
     run_id = args.run_id or f"cli__{now.strftime('%Y%m%dT%H%M%S')}"
@@ -408,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--conf", help="JSON overriding the demo's Params")
     demo.set_defaults(func=cmd_demo)
     run = sub.add_parser("run", help="run the pipeline steps in this process (no scheduler)")
-    run.add_argument("--conf", help="JSON of Params (see the DAG)")
+    run.add_argument("--conf", help="JSON of Params (see the DAG); they override the suite's")
+    run.add_argument("--suite", help="suites/<name>.yaml to run (default: none, the built-in defaults)")
     run.add_argument("--run-id")
     run.set_defaults(func=cmd_run)
     af = sub.add_parser("airflow", help="start Airflow (standalone) on 127.0.0.1 with an embedded S3")

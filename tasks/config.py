@@ -11,11 +11,12 @@ from typing import Any
 
 from tasks.convert import FORMATS
 from tasks.errors import ConfigError
-from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_WORKERS, MODES, STABLE_WINDOWS, check_timing
+from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_WORKERS, STABLE_WINDOWS, check_timing
 from tasks.serve.base import DEVICES
 from tasks.spec import catalogue
 
 LAUNCHERS = ("process", "docker")
+RUN_MODES = ("concurrency", "rate", "both")  # closed loop, open loop, or both in every server session
 SSE_MODES = ("AES256", "aws:kms")
 ARRIVALS = ("constant", "poisson")
 CONCURRENCY_SWEEPS = ("list", "doubling")  # list: a cell per concurrency; doubling: one sweep cell (loadgen/sweep.py)
@@ -36,6 +37,7 @@ def server_names() -> list[str]:
 
 @dataclass(frozen=True)
 class RunConfig:
+    suite: str | None = None  # the suite (suites/<name>.yaml) the values not given explicitly came from
     models: tuple[str, ...] = ("mlp",)
     formats: tuple[str, ...] = ("onnx",)
     servers: tuple[str, ...] = ("custom",)
@@ -74,7 +76,15 @@ class RunConfig:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RunConfig:
+        """The run's configuration: the defaults, then the named `suite`'s values, then every value given (a
+        None value is "not given": the form's empty fields and the suite's values show through)."""
+        from tasks.suites import resolve_params
+
+        params = resolve_params(params)
         known = {f.name for f in fields(cls)}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise ConfigError(unknown[0], params[unknown[0]], f"is not a Param; Params are {sorted(known)}")
         values = {k: v for k, v in params.items() if k in known and v is not None}
         for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates"):
             if name in values:
@@ -99,23 +109,23 @@ class RunConfig:
         one_of("servers", server_names())
         one_of("launcher", LAUNCHERS, many=False)
         one_of("device", DEVICES, many=False)
-        one_of("mode", MODES, many=False)
+        one_of("mode", RUN_MODES, many=False)
         one_of("arrival", ARRIVALS, many=False)
         one_of("protocol", PROTOCOLS, many=False)
         one_of("concurrency_sweep", CONCURRENCY_SWEEPS, many=False)
         bound = self.p99_bound_ms
         if bound is not None and not (isinstance(bound, (int, float)) and bound > 0):
             raise ConfigError("p99_bound_ms", self.p99_bound_ms, "must be > 0 ms or null")
-        if self.rate_search and self.mode == "rate" and self.p99_bound_ms is None:
+        if self.rate_search and self.mode in ("rate", "both") and self.p99_bound_ms is None:
             raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when rate_search is on")
         for b in self.batch_sizes or (0,):
             if not (isinstance(b, int) and 1 <= b <= MAX_BATCH_SIZE):
                 raise ConfigError("batch_sizes", b, f"each must be an integer from 1 to {MAX_BATCH_SIZE}")
-        if self.mode == "concurrency":
+        if self.mode in ("concurrency", "both"):
             for c in self.concurrencies or (0,):
                 if not (isinstance(c, int) and 1 <= c <= MAX_CONCURRENCY):
                     raise ConfigError("concurrencies", c, f"each must be an integer from 1 to {MAX_CONCURRENCY}")
-        else:
+        if self.mode in ("rate", "both"):
             for r in self.rates or (0,):
                 if not (isinstance(r, (int, float)) and r > 0):
                     raise ConfigError("rates", r, "each must be > 0 requests/s")
@@ -127,7 +137,7 @@ class RunConfig:
             raise ConfigError("request_timeout_s", self.request_timeout_s, "must be > 0 s")
         if not (isinstance(self.workers, int) and 1 <= self.workers <= MAX_WORKERS):
             raise ConfigError("workers", self.workers, f"must be an integer from 1 to {MAX_WORKERS}")
-        if self.mode == "concurrency" and self.workers > min(self.concurrencies):
+        if self.mode in ("concurrency", "both") and self.workers > min(self.concurrencies):
             raise ConfigError("workers", self.workers,
                               f"must be <= the smallest concurrency ({min(self.concurrencies)})")
         max_windows = int(self.duration_s / self.window_s + 1e-9)
@@ -145,18 +155,18 @@ class RunConfig:
         if not self.aws_conn_id:
             raise ConfigError("aws_conn_id", self.aws_conn_id, "must name an Airflow connection")
 
-    @property
-    def sweep_mode(self) -> str | None:
-        """The cell mode of this run's sweep ("concurrency-sweep", "rate-search"), or None for listed loads."""
-        if self.mode == "concurrency" and self.concurrency_sweep == "doubling":
-            return "concurrency-sweep"
-        if self.mode == "rate" and self.rate_search:
-            return "rate-search"
-        return None
-
-    @property
-    def loads(self) -> tuple[float, ...]:
-        return tuple(float(c) for c in self.concurrencies) if self.mode == "concurrency" else tuple(self.rates)
+    def load_groups(self) -> list[tuple[str, tuple[float, ...]]]:
+        """(cell mode, loads) of every server session: the closed loop's listed concurrencies or one
+        "concurrency-sweep" cell (its load the largest concurrency), then the open loop's listed rates or one
+        "rate-search" cell (its load the smallest rate), as `mode` asks."""
+        groups: list[tuple[str, tuple[float, ...]]] = []
+        if self.mode in ("concurrency", "both"):
+            groups.append(("concurrency-sweep", (float(max(self.concurrencies)),)) if self.concurrency_sweep ==
+                          "doubling" else ("concurrency", tuple(float(c) for c in self.concurrencies)))
+        if self.mode in ("rate", "both"):
+            groups.append(("rate-search", (float(min(self.rates)),)) if self.rate_search else
+                          ("rate", tuple(float(r) for r in self.rates)))
+        return groups
 
     def to_dict(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}

@@ -209,16 +209,26 @@ class _SweepStopped(Exception):
 
 def _measure_sweep(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
                    served: dict, timeline: dict) -> list[dict]:
-    """A sweep cell: one row per load point it ran (mode and load of the point), the stop rule in the timeline."""
+    """A sweep cell: one row per load point it ran (mode and load of the point), the stop rule in the timeline.
+
+    A point that failed only because its load was more than the server sustains (errors or timeouts, the server
+    alive and ready after it, a lower load of the same sweep ok) is the sweep's answer, not a fault: its row stays
+    `failed` with its reason and is marked `beyond_capacity`, and the sweep goes on (a rate search bisects
+    below it). A point whose server died or hung, or that could not run, ends the sweep."""
     rows: list[dict] = []
 
     def run_point(settings: LoadSettings) -> Measurement:
         load = float(settings.load)
         point = {**cell, "mode": settings.mode, "load": load, "cell_id": f"{cell['cell_id']}@{load:g}"}
         row, measurement = _measure_point(run, point, live, spec, config, gen_cpus, served, timeline)
+        lower_ok = any(r["status"] == "ok" and r["load"] < load for r in rows)
         rows.append(row)
-        if measurement is None or row["status"] != "ok":
+        if measurement is None or row.get(SERVER_FAILED):
             raise _SweepStopped(row["reason"])
+        if row["status"] != "ok":
+            if not lower_ok:
+                raise _SweepStopped(row["reason"])
+            row["beyond_capacity"] = True
         return measurement
 
     first_load = config.workers if cell["mode"] == "concurrency-sweep" else cell["load"]
@@ -229,7 +239,8 @@ def _measure_sweep(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpu
             result = concurrency_sweep(run_point, base, start=config.workers, max_concurrency=int(cell["load"]),
                                        p99_bound_ms=config.p99_bound_ms)
         else:
-            result = rate_sweep(run_point, base, start_rps=cell["load"], p99_bound_ms=config.p99_bound_ms)
+            result = rate_sweep(run_point, base, start_rps=cell["load"], p99_bound_ms=config.p99_bound_ms,
+                                max_error_rate=config.max_error_rate)
         events["sweep"] = {"stop_reason": result.stop_reason, "best_load": result.best_load, "points": len(rows)}
     except _SweepStopped as exc:
         events["sweep"] = {"stop_reason": f"a point failed: {exc}"[:500], "best_load": None, "points": len(rows)}
@@ -272,7 +283,8 @@ def _measure_point(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpu
         with sampler_for(live.handle) as sampler:
             endpoint = load_endpoint(live, cell.get("protocol"))
             measurement, _ = run_load_point(endpoint, spec, settings, workdir, arrival=config.arrival,
-                                            cpus=gen_cpus, counters=counters)
+                                            cpus=gen_cpus, counters=counters,
+                                            progress=lambda line: print(f"{cell['cell_id']}: {line}", flush=True))
         data = measurement.to_dict()
         row.update({k: data[k] for k in MEASUREMENT_COLUMNS})
         row["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)

@@ -166,7 +166,12 @@ def run_status(collected: dict, validation: dict) -> str:
     rows = collected["rows"]
     if not validation["success"] or not any(r["status"] == "ok" for r in rows):
         return "failed"
-    return "partial" if any(r["status"] == "failed" for r in rows) else "complete"
+    return "partial" if failed_rows(rows) else "complete"
+
+
+def failed_rows(rows: list[dict]) -> list[dict]:
+    """Rows that failed as faults: not a sweep's probe beyond the server's capacity (see `measure._measure_sweep`)."""
+    return [r for r in rows if r["status"] == "failed" and not r.get("beyond_capacity")]
 
 
 def publish_step(started: dict, collected: dict, conversions: list[dict], validation: dict,
@@ -203,7 +208,8 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     return {
         "status": status, "bucket": config.s3_bucket, "prefix": manifest["prefix"],
         "manifest": f"s3://{config.s3_bucket}/{manifest['prefix']}/manifest.json",
-        "cells": len(rows), "failed": sum(r["status"] == "failed" for r in rows),
+        "cells": len(rows), "failed": len(failed_rows(rows)),
+        "beyond_capacity": sum(bool(r.get("beyond_capacity")) for r in rows),
         "skipped": sum(r["status"] == "skipped" for r in rows),
         "validation_success": validation["success"], "failed_expectations": validation["failed_expectations"],
         "fail_on_cell_failure": config.fail_on_cell_failure, "fail_on_regression": config.fail_on_regression,

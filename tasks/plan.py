@@ -27,7 +27,8 @@ def rows_of(cell: dict, rows: list[dict]) -> list[dict]:
     """The rows a planned cell produced: its own row, or a sweep's rows (same model, format, server, launcher,
     device and batch size, with the sweep's mode or its points' mode)."""
     if cell["mode"] not in SWEEP_MODES:
-        return [r for r in rows if all(r[k] == cell[k] for k in ("model", "format", "server", "batch_size", "load"))]
+        return [r for r in rows if all(r[k] == cell[k] for k in ("model", "format", "server", "batch_size", "mode",
+                                                                  "load"))]
     modes = (cell["mode"], SWEEP_MODES[cell["mode"]])
     return [r for r in rows if r["mode"] in modes and all(r[k] == cell[k] for k in SWEEP_GROUP)]
 
@@ -78,11 +79,7 @@ def make_plan(config: RunConfig) -> Plan:
     conversions: list[dict] = []
     sessions: list[dict] = []
     per_model = {model: model_formats(model, config.formats) for model in config.models}
-    mode, loads = config.mode, config.loads
-    if config.sweep_mode == "concurrency-sweep":
-        mode, loads = config.sweep_mode, (float(max(config.concurrencies)),)
-    elif config.sweep_mode == "rate-search":
-        mode, loads = config.sweep_mode, (float(min(config.rates)),)
+    groups = config.load_groups()
     for server_name in config.servers:
         server = get_server(server_name)
         if config.protocol == "grpc" and not getattr(server, "grpc_protocol", None):
@@ -106,7 +103,7 @@ def make_plan(config: RunConfig) -> Plan:
                     {"model": model, "format": fmt, "server": server_name, "launcher": config.launcher,
                      "device": config.device, "batch_size": batch, "mode": mode, "load": load,
                      "protocol": protocol}
-                    for batch in config.batch_sizes for load in loads
+                    for batch in config.batch_sizes for mode, loads in groups for load in loads
                 ]
                 for cell in cells:
                     cell["cell_id"] = cell_id(cell)

@@ -51,11 +51,15 @@ COLUMNS: dict[str, str] = {
     # outcome: the served-output check before load (worst |a-b| / (atol + rtol*|b|) against the reference; <= 1
     # passes) and how many times the session's server was restarted before this point (a crash gets one restart)
     "served_err_ratio": "Float64", "restarts": "Int64",
+    # a sweep's point that failed only because its load exceeded what the server sustains (the server healthy
+    # after it, a lower load ok): the sweep's answer, not a fault; it does not make the run partial
+    "beyond_capacity": "boolean",
     "status": "string", "reason": "string",
 }
 # Columns added in 1.3; rows of older runs read back with them empty.
 COLUMNS_SINCE = {"1.3": ("suite", "runtime_image_kind", "config_id", "config", "server_cpus", "server_memory",
-                         "throughput_rps_ci_low", "throughput_rps_ci_high", "served_err_ratio", "restarts")}
+                         "throughput_rps_ci_low", "throughput_rps_ci_high", "served_err_ratio", "restarts",
+                         "beyond_capacity")}
 KEY_COLUMNS = ("run_id", "schema_version", *CELL_KEY, "status")
 
 

@@ -37,7 +37,7 @@ def load_reports_plugin():
 
 
 def fast_conf(bucket: str, **overrides) -> dict:
-    conf = {"models": ["mlp"], "formats": ["onnx"], "servers": ["custom"], "concurrencies": [1, 2],
+    conf = {"suite": "smoke", "models": ["mlp"], "formats": ["onnx"], "servers": ["custom"], "concurrencies": [1, 2],
             "duration_s": 1.5, "warmup_s": 0.3, "window_s": 0.5, "s3_bucket": bucket, "s3_prefix": "eval",
             "aws_conn_id": "serving_eval_s3", "ready_timeout_s": 60}
     conf.update(overrides)

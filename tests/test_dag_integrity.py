@@ -112,3 +112,17 @@ def test_parse_time_whole_interpreter():
     assert out.returncode == 0, out.stderr[-2000:]
     print(f"\ncold DAG import incl. airflow.sdk: {float(out.stdout.strip()) * 1000:.0f} ms "
           f"(process {1000 * (time.perf_counter() - started):.0f} ms)")
+
+
+def test_the_schedule_runs_the_nightly_suite_and_the_form_overrides_it(dagbag):
+    """The Params default to empty (the suite's values) with the nightly suite picked: what 02:00 runs."""
+    from tasks.config import RunConfig
+
+    dag = dagbag.dags["nightly_serving_eval"]
+    defaults = {k: dag.params[k] for k in dag.params}
+    assert defaults["suite"] == "nightly" and all(v is None for k, v in defaults.items() if k != "suite")
+    scheduled = RunConfig.from_params(defaults)
+    assert scheduled.suite == "nightly" and "resnet50" in scheduled.models and scheduled.mode == "both"
+    picked = RunConfig.from_params({**defaults, "suite": "smoke", "duration_s": 3.0})
+    assert picked.models == ("mlp",) and picked.duration_s == 3.0
+    _validate(dag, suite="smoke", duration_s=3.0)

@@ -47,6 +47,7 @@ OPEN_LOOP_MAX_OPENING = 8  # connections being opened at once while a backlog wa
 MIN_WAKE_GAP_NS = 100_000  # open loop: one schedule wake-up per 100 us at most; a due send waits at most this
 NS = 1_000_000_000
 StartAt = int | Callable[[], Awaitable[int]] | None  # the common start of a load point's workers
+OnWindow = Callable[[dict], None] | None  # receives each measured window's figures as it ends (progress lines)
 
 
 class _Driver:
@@ -69,6 +70,7 @@ class _Driver:
         self.finished: asyncio.Future | None = None
         self.timeout_ns = int(settings.request_timeout_s * NS)
         self.window_ns = int(settings.window_s * NS)
+        self.on_window: OnWindow = None
 
     def record(self, scheduled: int, sent: int, done: int, code: int, slot: int = NO_SLOT) -> None:
         self.scheduled.append(scheduled)
@@ -122,7 +124,32 @@ class _Driver:
         self.finished = asyncio.get_running_loop().create_future()
         if self.settings.stop_when_stable:
             self._schedule_window(1)
+        if self.on_window is not None:
+            self._schedule_report(1)
         return time.process_time(), time.monotonic()
+
+    def _schedule_report(self, k: int) -> None:
+        boundary = self.warm_end + k * self.window_ns
+        if boundary <= self.end:
+            delay_s = max(0.0, (boundary - monotonic_ns()) / NS) + 0.002
+            asyncio.get_running_loop().call_later(delay_s, self.report_window, k)
+
+    def report_window(self, k: int) -> None:
+        """At the end of measured window `k`: its successes, errors and latency p50/p99 (from the actual send in
+        the closed loop, the scheduled one in the open loop), for the progress lines. Recording is not touched."""
+        if self.end < self.warm_end + k * self.window_ns:
+            return
+        lo, hi = self.warm_end + (k - 1) * self.window_ns, self.warm_end + k * self.window_ns
+        done = np.frombuffer(self.done, dtype=np.int64)
+        codes = np.frombuffer(self.codes, dtype=np.int8)[:len(done)]
+        starts = np.frombuffer(self.scheduled if len(self.scheduled) == len(done) else self.sent, dtype=np.int64)
+        inside = (done >= lo) & (done < hi)
+        ok = inside & (codes == 0)
+        latency_ms = (done[ok] - starts[:len(done)][ok]) / 1e6
+        self.on_window({"window": k, "ok": int(ok.sum()), "errors": int((inside & (codes != 0)).sum()),
+                        "p50_ms": float(np.percentile(latency_ms, 50)) if latency_ms.size else None,
+                        "p99_ms": float(np.percentile(latency_ms, 99)) if latency_ms.size else None})
+        self._schedule_report(k + 1)
 
     def stability_check(self, k: int) -> None:
         """At the end of measured window `k` (1-based): stop early when the stability rule holds."""
@@ -236,10 +263,12 @@ class _ClosedLoop(_Driver):
 
 
 async def closed_loop(host: str, port: int, codec: Codec, settings: LoadSettings, *,
-                      start_ns: StartAt = None, concurrency: int | None = None) -> Recording:
+                      start_ns: StartAt = None, concurrency: int | None = None,
+                      on_window: OnWindow = None) -> Recording:
     """`concurrency` (default: the settings') connections, each with one request always in flight."""
     n_conns = concurrency or settings.concurrency
     driver = _ClosedLoop(host, port, codec, settings, 0)
+    driver.on_window = on_window
     driver.conns = [await HttpConnection.open(host, port, driver, slot) for slot in range(n_conns)]
     cpu0, wall0 = await driver.begin(start_ns)
     loop = asyncio.get_running_loop()
@@ -450,10 +479,12 @@ def arrival_schedule_ns(settings: LoadSettings, arrival: str | None = None, *, s
 
 
 async def open_loop(host: str, port: int, codec: Codec, settings: LoadSettings, arrival: str | None = None, *,
-                    start_ns: StartAt = None, schedule_ns: np.ndarray | None = None) -> Recording:
+                    start_ns: StartAt = None, schedule_ns: np.ndarray | None = None,
+                    on_window: OnWindow = None) -> Recording:
     """Send on schedule over a pool of at most `settings.max_connections` connections."""
     schedule = arrival_schedule_ns(settings, arrival) if schedule_ns is None else schedule_ns
     driver = _OpenLoop(host, port, codec, settings, 0, schedule)
+    driver.on_window = on_window
     try:
         for _ in range(min(OPEN_LOOP_INITIAL_CONNECTIONS, settings.max_connections)):
             conn = await HttpConnection.open(host, port, driver)

@@ -32,6 +32,7 @@ from tasks.loadgen.engine import (
     DRAIN_GRACE_S,
     NS,
     RECONNECT_PAUSE_S,
+    OnWindow,
     StartAt,
     _Driver,
     _Scheduled,
@@ -168,9 +169,11 @@ class _GrpcClosedLoop(_GrpcDriver):
 
 
 async def closed_loop(host: str, port: int, codec: Codec, settings: LoadSettings, *,
-                      start_ns: StartAt = None, concurrency: int | None = None) -> Recording:
+                      start_ns: StartAt = None, concurrency: int | None = None,
+                      on_window: OnWindow = None) -> Recording:
     """`concurrency` (default: the settings') calls always in flight."""
     driver = _GrpcClosedLoop(host, port, codec, settings, concurrency or settings.concurrency)
+    driver.on_window = on_window
     cpu0, wall0 = time.process_time(), time.monotonic()
     try:
         await driver.connect()
@@ -215,10 +218,12 @@ class _GrpcOpenLoop(_Scheduled, _GrpcDriver):
 
 
 async def open_loop(host: str, port: int, codec: Codec, settings: LoadSettings, arrival: str | None = None, *,
-                    start_ns: StartAt = None, schedule_ns: np.ndarray | None = None) -> Recording:
+                    start_ns: StartAt = None, schedule_ns: np.ndarray | None = None,
+                    on_window: OnWindow = None) -> Recording:
     """Call on schedule with at most `settings.max_connections` calls in flight."""
     schedule = arrival_schedule_ns(settings, arrival) if schedule_ns is None else schedule_ns
     driver = _GrpcOpenLoop(host, port, codec, settings, schedule)
+    driver.on_window = on_window
     cpu0, wall0 = time.process_time(), time.monotonic()
     try:
         await driver.connect()

@@ -35,7 +35,7 @@ from tasks.loadgen.engine import arrival_schedule_ns
 from tasks.loadgen.measurement import Measurement, ServerCounts, summarize
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import OK
-from tasks.loadgen.recording import Recording
+from tasks.loadgen.recording import Recording, window_stable
 from tasks.loadgen.settings import ARRIVALS, LoadSettings
 from tasks.runtimes import REPO_ROOT
 from tasks.serve.base import Endpoint
@@ -44,6 +44,7 @@ from tasks.spec import ModelSpec, make_inputs
 PROCESS_GRACE_S = 60.0
 READY_TIMEOUT_S = 60.0  # workers must import, connect and report ready within this
 PR_SET_PDEATHSIG = 1
+WINDOW_LINE = "window "  # a worker's stdout line with one measured window's figures (JSON after it)
 START_LEAD_NS = 50_000_000  # the common start is this far after the last worker reported ready
 REACHABLE_TIMEOUT_S = 2.0
 
@@ -70,10 +71,12 @@ def worker_share(settings: LoadSettings, index: int) -> dict:
 
 def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSettings, workdir: Path, *,
                    arrival: str | None = None, cpus: tuple[int, ...] = (),
-                   counters: Callable[[], float] | None = None) -> tuple[Measurement, Path]:
+                   counters: Callable[[], float] | None = None,
+                   progress: Callable[[str], object] | None = None) -> tuple[Measurement, Path]:
     """Drive `endpoint` at one load point; return the summary and the path of the merged raw recording.
 
-    `counters`, when given, returns the server's cumulative count of successful requests.
+    `counters`, when given, returns the server's cumulative count of successful requests. `progress`, when
+    given, receives one line per measured window as the load point runs (see `WindowProgress`).
     """
     if arrival is not None:
         if arrival not in ARRIVALS:
@@ -105,9 +108,12 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
         start_ns = time.monotonic_ns() + START_LEAD_NS
         if counters is not None:
             scraper = _CounterScraper(counters, start_ns, settings)
-        for proc in procs:
+        # the workers' stdout is always drained (a full pipe would block a worker mid-load)
+        windows = WindowProgress(settings, progress or (lambda line: None))
+        for index, proc in enumerate(procs):
             proc.stdin.write(f"{start_ns}\n")
             proc.stdin.close()
+            threading.Thread(target=windows.follow, args=(index, proc.stdout), daemon=True).start()
         deadline = time.monotonic() + limit_s
         for index, proc in enumerate(procs):
             try:
@@ -176,6 +182,50 @@ def _tail(path: Path, chars: int = 3000) -> str:
         return ""
 
 
+class WindowProgress:
+    """One progress line per measured window, once every worker reported it: load, throughput, errors, latency
+    p50 (the workers' count-weighted mean) and p99 (their largest), and whether the stability rule holds so far.
+    For people watching a task's log; the published figures come from the merged recording."""
+
+    def __init__(self, settings: LoadSettings, emit: Callable[[str], object]) -> None:
+        self.settings, self.emit = settings, emit
+        self.reports: dict[int, list[dict]] = {}
+        self.rps: list[float] = []
+        self.lock = threading.Lock()
+
+    def follow(self, worker: int, stream) -> None:
+        for line in stream:
+            if line.startswith(WINDOW_LINE):
+                try:
+                    self.add(json.loads(line[len(WINDOW_LINE):]))
+                except ValueError:
+                    continue
+
+    def add(self, figures: dict) -> None:
+        with self.lock:
+            reports = self.reports.setdefault(figures["window"], [])
+            reports.append(figures)
+            if len(reports) == self.settings.workers:
+                self.emit(self.line(figures["window"], reports))
+
+    def line(self, k: int, reports: list[dict]) -> str:
+        ok = sum(r["ok"] for r in reports)
+        errors = sum(r["errors"] for r in reports)
+        rps = ok / self.settings.window_s
+        self.rps.append(rps)
+        p50s = [(r["p50_ms"], r["ok"]) for r in reports if r["p50_ms"] is not None]
+        p50 = sum(p * n for p, n in p50s) / sum(n for _, n in p50s) if p50s else None
+        p99 = max((r["p99_ms"] for r in reports if r["p99_ms"] is not None), default=None)
+        stable = window_stable(self.rps, self.settings.stability_pct)
+
+        def ms(value: float | None) -> str:
+            return "-" if value is None else f"{value:.2f} ms"
+
+        return (f"window {k}/{self.settings.max_windows}: {self.settings.mode} {self.settings.load:g}, "
+                f"{rps:.1f} req/s, errors {errors}, p50 {ms(p50)}, p99 {ms(p99)}, stable so far: "
+                f"{'yes' if stable else 'no'}")
+
+
 class _CounterScraper:
     """Scrapes a server counter before the start, at both ends of the measured time, and after the load point."""
 
@@ -242,8 +292,9 @@ def event_loop_runner() -> Callable:
         return asyncio.run
 
 
-def generate(job: dict, worker: int = 0, start_ns=None) -> Recording:
-    """Drive this worker's share of the job's load point and return its recording."""
+def generate(job: dict, worker: int = 0, start_ns=None, on_window=None) -> Recording:
+    """Drive this worker's share of the job's load point and return its recording (`on_window` receives each
+    measured window's figures as it ends)."""
     settings = LoadSettings(**job["settings"])
     codec = make_codec(job, settings)
     share = worker_share(settings, worker)
@@ -254,9 +305,10 @@ def generate(job: dict, worker: int = 0, start_ns=None) -> Recording:
         from tasks.loadgen import engine
     if settings.mode == "concurrency":
         return runner(engine.closed_loop(job["host"], job["port"], codec, settings, start_ns=start_ns,
-                                         concurrency=share["concurrency"]))
+                                         concurrency=share["concurrency"], on_window=on_window))
     schedule = arrival_schedule_ns(settings, seed=share["seed"], stride=share["stride"], offset=share["offset"])
-    return runner(engine.open_loop(job["host"], job["port"], codec, settings, start_ns=start_ns, schedule_ns=schedule))
+    return runner(engine.open_loop(job["host"], job["port"], codec, settings, start_ns=start_ns, schedule_ns=schedule,
+                                   on_window=on_window))
 
 
 async def _barrier() -> int:
@@ -272,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--worker", type=int, default=0)
     args = parser.parse_args(argv)
-    recording = generate(json.loads(args.job.read_text()), args.worker, start_ns=_barrier)
+    recording = generate(json.loads(args.job.read_text()), args.worker, start_ns=_barrier,
+                         on_window=lambda figures: print(WINDOW_LINE + json.dumps(figures), flush=True))
     recording.save(str(args.out / f"recording{args.worker}.npz"))
     return 0
 

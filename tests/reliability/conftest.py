@@ -16,13 +16,16 @@ pytestmark = pytest.mark.integration
 
 
 def project_containers() -> set[str]:
-    """Containers of the project that a Docker engine (when one answers) still has."""
+    """Containers of this suite's runs (run ids start with "reliability") that a Docker engine, when one
+    answers, still has (other sessions on the machine may have containers of their own)."""
     try:
-        proc = subprocess.run(["docker", "ps", "-aq", "--filter", "label=serving-eval.run_id"], capture_output=True,
-                              text=True, timeout=10)
+        proc = subprocess.run(["docker", "ps", "-a", "--filter", "label=serving-eval.run_id", "--format",
+                               '{{.ID}} {{.Label "serving-eval.run_id"}}'], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return set()
-    return set(proc.stdout.split()) if proc.returncode == 0 else set()
+    if proc.returncode != 0:
+        return set()
+    return {line.split()[0] for line in proc.stdout.splitlines() if " reliability" in line}
 
 
 def case_handles() -> set[str]:

@@ -15,7 +15,7 @@ from tasks.serve.launchers.base import LaunchHandle, recorded_handles
 
 
 def conf(bucket: str, **overrides) -> dict:
-    base = {"models": ["mlp"], "formats": ["onnx"], "servers": ["custom"], "concurrencies": [1, 2],
+    base = {"suite": "smoke", "models": ["mlp"], "formats": ["onnx"], "servers": ["custom"], "concurrencies": [1, 2],
             "duration_s": 4.0, "warmup_s": 0.5, "window_s": 1.0, "request_timeout_s": 2.0,
             "s3_bucket": bucket, "s3_prefix": "eval", "aws_conn_id": "serving_eval_s3", "ready_timeout_s": 60}
     return {**base, **overrides}
