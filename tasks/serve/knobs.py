@@ -1,0 +1,68 @@
+"""Serving knobs: what a configuration search may change on a server, declared by each server class.
+
+A knob sets one field of `ServingOptions` (the same meaning for every server that declares it) and names the
+values a search tries. A configuration is a mapping of knob name to value; the server's defaults are the
+`ServingOptions` the run would use untuned. Configurations are identified by `config_id`: "default" for the
+defaults, else a short hash of the knob values that differ from them, so the same values always get the same
+id, on every night and host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from tasks.errors import ConfigError
+
+DEFAULT_CONFIG_ID = "default"
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob of one server: the `ServingOptions` field it sets, the values a search tries, what it means."""
+
+    field: str
+    values: tuple[Any, ...]
+    label: str
+
+    def __post_init__(self) -> None:
+        from tasks.serve.base import ServingOptions
+
+        if self.field not in {f.name for f in fields(ServingOptions)}:
+            raise ConfigError("Knob.field", self.field, "must name a ServingOptions field")
+        if not self.values:
+            raise ConfigError(f"knob {self.field}: values", self.values, "must list at least one value")
+
+
+def knob_values(options: Any, knobs: tuple[Knob, ...]) -> dict[str, Any]:
+    """The knobs' values in `options` (a ServingOptions): a configuration, JSON-ready."""
+    return {k.field: _plain(getattr(options, k.field)) for k in knobs}
+
+
+def apply_config(options: Any, config: dict[str, Any], knobs: tuple[Knob, ...]) -> Any:
+    """`options` with the configuration's values set; a knob the server does not declare is refused."""
+    declared = {k.field for k in knobs}
+    for name in config:
+        if name not in declared:
+            raise ConfigError("config", name, f"is not a knob of this server; its knobs are {sorted(declared)}")
+    return replace(options, **{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
+
+
+def config_id(config: dict[str, Any], defaults: dict[str, Any]) -> str:
+    """ "default" when `config` equals the defaults, else 8 hex digits of the values that differ."""
+    changed = {k: v for k, v in sorted(config.items()) if defaults.get(k) != v}
+    if not changed:
+        return DEFAULT_CONFIG_ID
+    return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def describe(config: dict[str, Any], defaults: dict[str, Any]) -> str:
+    """The values that differ from the defaults, e.g. "instances=2, dynamic_batching=True"; "defaults"."""
+    changed = [f"{k}={v}" for k, v in sorted(config.items()) if defaults.get(k) != v]
+    return ", ".join(changed) or "defaults"
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value

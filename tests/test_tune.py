@@ -1,0 +1,81 @@
+"""The configuration search's bookkeeping, on a stand-in measurement (the real-server search is in
+tests/test_tune_servers.py): which configurations are tried, which is kept, and the time budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.errors import ConfigError
+from tasks.serve.knobs import DEFAULT_CONFIG_ID, Knob, apply_config, config_id, describe
+from tasks.tune import Trial, grid_configs, search
+
+KNOBS = (Knob("instances", (1, 2, 4), "model instances"), Knob("dynamic_batching", (False, True), "batching"))
+DEFAULTS = {"instances": 1, "dynamic_batching": False}
+
+
+def fake_measure(scores: dict[tuple, float | None], cost_s: float = 10.0, clock: list | None = None):
+    """A measurement whose score is looked up by (instances, dynamic_batching); each costs `cost_s`."""
+    def measure(config, cid):
+        if clock is not None:
+            clock[0] += cost_s
+        score = scores[(config["instances"], config["dynamic_batching"])]
+        return Trial(dict(config), cid, score, 5.0 if score else None, cost_s)
+    return measure
+
+
+def test_config_ids_are_stable_and_default_is_named():
+    assert config_id(DEFAULTS, DEFAULTS) == DEFAULT_CONFIG_ID
+    a = config_id({"instances": 2, "dynamic_batching": False}, DEFAULTS)
+    assert a == config_id({"dynamic_batching": False, "instances": 2}, DEFAULTS) and len(a) == 8
+    assert a != config_id({"instances": 2, "dynamic_batching": True}, DEFAULTS)
+    assert describe({"instances": 2, "dynamic_batching": False}, DEFAULTS) == "instances=2"
+
+
+def test_grid_tries_the_default_first_then_every_combination_once():
+    configs = grid_configs(KNOBS, DEFAULTS)
+    assert configs[0] == DEFAULTS and len(configs) == 6
+    assert len({tuple(sorted(c.items())) for c in configs}) == 6
+
+
+def test_quick_search_changes_one_knob_at_a_time_and_keeps_only_what_raises_throughput():
+    scores = {(1, False): 100.0, (2, False): 180.0, (4, False): 150.0, (1, True): 90.0, (2, True): 240.0,
+              (4, True): 400.0}
+    clock = [0.0]
+    result = search("quick", fake_measure(scores, clock=clock), KNOBS, DEFAULTS, budget_s=1000, estimate_s=10,
+                    clock=lambda: clock[0])
+    tried = [(t.config["instances"], t.config["dynamic_batching"]) for t in result.trials]
+    assert tried == [(1, False), (2, False), (4, False), (2, True)]  # instances first, then batching at 2
+    assert result.best.config == {"instances": 2, "dynamic_batching": True} and result.best.score_rps == 240.0
+    assert (4, True) not in tried  # quick is not a grid: it never tries the untried corner
+
+
+def test_a_gain_within_noise_does_not_replace_the_default():
+    scores = {(1, False): 100.0, (2, False): 101.0, (4, False): 99.0, (1, True): 102.0, (2, True): 0.0,
+              (4, True): 0.0}
+    result = search("quick", fake_measure(scores), KNOBS, DEFAULTS, budget_s=1000, estimate_s=10)
+    assert result.best.config_id == DEFAULT_CONFIG_ID
+
+
+def test_the_budget_stops_the_search_before_a_configuration_that_would_not_fit():
+    scores = dict.fromkeys([(i, b) for i in (1, 2, 4) for b in (False, True)], 100.0)
+    clock = [0.0]
+    result = search("grid", fake_measure(scores, cost_s=40.0, clock=clock), KNOBS, DEFAULTS, budget_s=130,
+                    estimate_s=40, clock=lambda: clock[0])
+    assert len(result.trials) == 3 and result.used_s == 120 and "time budget" in result.stop_reason
+
+
+def test_configurations_without_a_point_under_the_bound_never_win():
+    scores = {(1, False): None, (2, False): 50.0, (4, False): None, (1, True): None, (2, True): None,
+              (4, True): None}
+    result = search("grid", fake_measure(scores), KNOBS, DEFAULTS, budget_s=1000, estimate_s=10)
+    assert result.best.config == {"instances": 2, "dynamic_batching": False}
+    none = search("grid", fake_measure(dict.fromkeys(scores, None)), KNOBS, DEFAULTS, budget_s=1000, estimate_s=1)
+    assert none.best is None
+
+
+def test_a_knob_the_server_does_not_declare_is_refused():
+    from tasks.serve.base import ServingOptions
+
+    with pytest.raises(ConfigError, match="knob"):
+        apply_config(ServingOptions(), {"workers_per_gpu": 2}, KNOBS)
+    assert apply_config(ServingOptions(), {"instances": 2}, KNOBS).instances == 2
