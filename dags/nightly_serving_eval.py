@@ -28,7 +28,8 @@ from tasks.config import (
 from tasks.convert import FORMATS
 from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, MODES, STABLE_WINDOWS
 from tasks.publish import PUBLISHED_RUNS_ASSET
-from tasks.serve.base import DEVICES
+from tasks.serve.base import DEVICES, IMAGE_SOURCES
+from tasks.serve.budget import CPU_SET_PATTERN, MEMORY_PATTERN
 
 # A plain name, not an s3:// URI: an s3 URI makes Airflow load the Amazon provider (and boto3) at parse time.
 PUBLISHED_RUNS = Asset(name=PUBLISHED_RUNS_ASSET)
@@ -111,6 +112,18 @@ def _connection(conn_id: str):
                                 title="Server max batch size", section="Serving"),
         "pin_cpus": Param(D.pin_cpus, type="boolean", title="Pin server and generator to separate cores",
                           section="Serving"),
+        "server_cpus": Param(D.server_cpus, type=["null", "integer", "string"], minimum=1, pattern=CPU_SET_PATTERN,
+                             title="Server CPUs", description="the same for every stack: an integer is a count of "
+                             "CPUs (the host's last ones), a string a CPU set (\"2-3\", \"1\"); the container's "
+                             "cpuset or the process's CPU affinity; each server's threads and workers follow it",
+                             section="Serving"),
+        "server_memory": Param(D.server_memory, type=["null", "string"], pattern=MEMORY_PATTERN,
+                               title="Server memory limit", description="e.g. \"2g\": every container's memory "
+                               "limit (the process launcher cannot apply one)", section="Serving"),
+        "images": Param(D.images, type="string", enum=list(IMAGE_SOURCES), title="Container images (launcher=docker)",
+                        description="project: built here from docker/<runtime>/ on a Debian base (make images); "
+                                    "official: the registry's Triton / TorchServe image, where a registry serves it",
+                        section="Serving"),
         "s3_bucket": Param(D.s3_bucket, type="string", minLength=3, maxLength=63, title="S3 bucket", section="Store"),
         "s3_prefix": Param(D.s3_prefix, type="string", title="S3 prefix", section="Store"),
         "aws_conn_id": Param(D.aws_conn_id, type="string", minLength=1, title="AWS connection id", section="Store"),

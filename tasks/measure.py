@@ -7,7 +7,6 @@ failure in one cell never loses the cells already measured.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -25,6 +24,7 @@ from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
 from tasks.plan import SWEEP_MODES
 from tasks.results import CELL_KEY, empty_row
 from tasks.serve.base import Endpoint, ServingOptions
+from tasks.serve.budget import plan_budget
 from tasks.serve.launchers import get_launcher
 from tasks.serve.servers import get_server
 from tasks.serve.session import server_session
@@ -38,15 +38,6 @@ MEASUREMENT_COLUMNS = (
     "warmup_requests", "timeouts", "stopped_early", "schedule_lag_ms_p99", "generator_cpu_us_per_request", "workers",
     "latency_hdr", "server_requests", "server_throughput_rps",
 )
-
-
-def split_cpus(pin: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(generator cores, server cores): separate when the host has at least two, else no pinning."""
-    cores = sorted(os.sched_getaffinity(0))
-    if not pin or len(cores) < 2:
-        return (), ()
-    n_gen = max(1, len(cores) // 4)
-    return tuple(cores[:n_gen]), tuple(cores[n_gen:])
 
 
 def base_row(run: dict, cell: dict) -> dict:
@@ -66,7 +57,16 @@ def not_measured(run: dict, cell: dict, status: str, reason: str, **extra: objec
 
 
 def measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig) -> dict:
-    """Measure every cell of one server session; return {"rows": [...], "timeline": {...}}."""
+    """Measure every cell of one server session; return {"rows": [...], "timeline": {...}}. Every row records
+    the CPU/memory budget its server was given (tasks/serve/budget.py)."""
+    budget = plan_budget(config.server_cpus, config.server_memory, config.pin_cpus)
+    out = _measure_session(session, conversions, run, config, budget)
+    for row in out["rows"]:
+        row.update(budget.row_fields(config.launcher))
+    return out
+
+
+def _measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig, budget) -> dict:
     cells = session["cells"]
     timeline: dict = {"session_id": session["session_id"], "server": session["server"], "cells": {}}
     conv = next((c for c in conversions if c and (c["model"], c["format"]) == (session["model"], session["format"])),
@@ -85,13 +85,13 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
                 "timeline": timeline}
     spec = load_spec(session["model"])
     options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
-                             device=config.device)
+                             device=config.device, cpus=budget.cpu_count, images=config.images)
     server = get_server(session["server"], options)
     skip = server.skip_reason(config.launcher, fmt=session["format"])
     if skip:
         return {"rows": [not_measured(run, c, "skipped", skip, model_sha256=artifact.sha256) for c in cells],
                 "timeline": timeline}
-    gen_cpus, server_cpus = split_cpus(config.pin_cpus)
+    gen_cpus = budget.generator_cpus
     rows: list[dict] = []
     measured: set[str] = set()  # cell ids whose rows are in `rows` (a sweep cell has one row per point)
     served = {"model_sha256": artifact.sha256, "engine": server.engines.get(artifact.format)}
@@ -99,9 +99,10 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
     try:
         launcher = get_launcher(config.launcher)
         with server_session(server, artifact, spec, launcher, run_id=run["run_id"], cell_id=session["session_id"],
-                            log_dir=log_dir, ready_timeout_s=config.ready_timeout_s, cpus=server_cpus,
-                            timeline=timeline) as live:
+                            log_dir=log_dir, ready_timeout_s=config.ready_timeout_s, cpus=budget.cpus,
+                            memory=budget.memory, timeline=timeline) as live:
             for cell in cells:
+                first_row = len(rows)
                 if cell["mode"] in SWEEP_MODES:
                     rows += _measure_sweep(run, cell, live, spec, config, gen_cpus, served, timeline)
                 else:
@@ -109,8 +110,11 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
                 measured.add(cell["cell_id"])
                 code = launcher.exit_code(live.handle)
                 if code is not None:
-                    raise ServingEvalError(f"server {server.name} exited with code {code} during the load test; "
-                                           f"log tail:\n{launcher.log_tail(live.handle)}")
+                    reason = (f"server {server.name} exited with code {code} during the load test; "
+                              f"log tail:\n{launcher.log_tail(live.handle)}")
+                    for row in rows[first_row:]:  # this cell's figures came (at least partly) from a dead server
+                        row.update(status="failed", reason=reason[:4000])
+                    raise ServingEvalError(reason)
     except Exception as exc:  # noqa: BLE001 - any failure becomes the reason of the cells not yet measured
         reason = f"{type(exc).__name__}: {exc}"
         rows += [not_measured(run, c, "failed", reason, **served) for c in cells if c["cell_id"] not in measured]
@@ -194,7 +198,8 @@ def _measure_point(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpu
     """One load point: its row, and its measurement when the load point ran."""
     measurement = None
     row = base_row(run, cell)
-    row.update(served, server_version=live.server_version, startup_s=live.startup_s, runtime_image=live.runtime_image)
+    row.update(served, server_version=live.server_version, startup_s=live.startup_s, runtime_image=live.runtime_image,
+               runtime_image_kind=live.runtime_image_kind)
     events = timeline["cells"].setdefault(cell["cell_id"], {})
     events["load_begin"] = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="serving-eval-load-"))

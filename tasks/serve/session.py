@@ -38,6 +38,7 @@ class LiveServer:
     startup_s: float
     server_version: str
     runtime_image: str = ""  # the launcher's label of what ran it: an image, or a venv and its hash
+    runtime_image_kind: str = ""  # official | project (an image) | venv
     timeline: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of start/ready/stop
 
 
@@ -68,6 +69,7 @@ def server_session(
     log_dir: Path,
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
     cpus: tuple[int, ...] = (),
+    memory: str | None = None,
     ports: dict[str, int] | None = None,
     timeline: dict | None = None,
 ) -> Iterator[LiveServer]:
@@ -84,16 +86,18 @@ def server_session(
         endpoint = server.endpoint(spec, ports)
         log_path = log_dir / f"{cell_id}.log"
         timeline = timeline if timeline is not None else {}
+        launcher.prepare(run_spec)  # a venv or image built (or found) before the start-up is timed
         timeline.update(start=time.time(), ports=dict(ports))
         started = time.monotonic()
-        handle = launcher.start(run_spec, run_id=run_id, cell_id=cell_id, workdir=workdir, log_path=log_path, cpus=cpus)
+        handle = launcher.start(run_spec, run_id=run_id, cell_id=cell_id, workdir=workdir, log_path=log_path, cpus=cpus,
+                                memory=memory)
         stack.callback(_stop, launcher, handle, timeline)
         _wait_ready(server, endpoint, launcher, handle, ready_timeout_s)
         startup_s = time.monotonic() - started
         timeline["ready"] = time.time()
         version = server.version(endpoint)
         yield LiveServer(server, endpoint, handle, startup_s, version, runtime_image=launcher.runtime_label(run_spec),
-                         timeline=timeline)
+                         runtime_image_kind=launcher.runtime_kind(run_spec), timeline=timeline)
 
 
 def _stop(launcher: Launcher, handle: LaunchHandle, timeline: dict[str, float]) -> None:
