@@ -287,13 +287,14 @@ def ensure_image(runtime: str, client=None, log=print) -> ImageRef:
             return ImageRef(tag, image_id, "project")
         started = time.monotonic()
         log(f"images: building {tag} from docker/{runtime}/ on {base.ref}")
-        _build(client, runtime, tag, files, args)
+        _build(runtime, tag, files, args)
         build_s = time.monotonic() - started
         log(f"images: {tag} built in {build_s:.0f} s")
         return ImageRef(tag, _image_id(client, tag) or "", "project", built_now=True, build_s=build_s)
 
 
-def _build(client, runtime: str, tag: str, files: dict[str, Path], args: dict[str, str]) -> None:
+def _build(runtime: str, tag: str, files: dict[str, Path], args: dict[str, str]) -> None:
+    client = docker_client(BUILD_TIMEOUT_S)  # its own client: a build step may print nothing for minutes
     log_path = images_dir() / f"{tag.replace('/', '_').replace(':', '-')}.build.log"
     with tempfile.TemporaryDirectory(prefix=f"serving-eval-image-{runtime}-") as context:
         for name, source in files.items():

@@ -108,8 +108,9 @@ class ServerBudget:
         return {"server_cpus": format_cpu_set(self.cpus or self.host_cpus), "server_memory": memory}
 
 
-def _generator_share(cpus: tuple[int, ...]) -> tuple[int, ...]:
-    return cpus[:max(1, len(cpus) // 4)] if cpus else ()
+def _generator_share(free: tuple[int, ...], host: tuple[int, ...]) -> tuple[int, ...]:
+    """The load generator's CPUs: a quarter of the host's (at least one), the first of those the server lacks."""
+    return free[:max(1, len(host) // 4)]
 
 
 def plan_budget(server_cpus: int | str | None, server_memory: str | None, pin_cpus: bool,
@@ -123,7 +124,7 @@ def plan_budget(server_cpus: int | str | None, server_memory: str | None, pin_cp
     if server_cpus is None:
         if not pin_cpus or len(cpus) < 2:
             return ServerBudget((), (), memory, cpus)
-        generator = _generator_share(cpus)
+        generator = _generator_share(cpus, cpus)
         return ServerBudget(tuple(c for c in cpus if c not in generator), generator, memory, cpus)
     if isinstance(server_cpus, bool):
         raise ConfigError("server_cpus", server_cpus, "must be a CPU count (an integer >= 1) or a CPU set like '2-3'")
@@ -140,4 +141,4 @@ def plan_budget(server_cpus: int | str | None, server_memory: str | None, pin_cp
             raise ConfigError("server_cpus", server_cpus, f"CPUs {missing} are not among this host's usable CPUs "
                                                           f"({format_cpu_set(cpus)})")
     rest = tuple(c for c in cpus if c not in chosen)
-    return ServerBudget(chosen, _generator_share(rest) if pin_cpus else (), memory, cpus)
+    return ServerBudget(chosen, _generator_share(rest, cpus) if pin_cpus else (), memory, cpus)
