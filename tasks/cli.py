@@ -96,13 +96,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from tasks.embedded_s3 import start_embedded_s3
+    from tasks.images import containers_for
     from tasks.store import S3Store
 
     conf = {**DEMO_CONF, **json.loads(args.conf or "{}")}
     conn_id, bucket = "serving_eval_s3", "serving-eval"
     conf.update(aws_conn_id=conn_id, s3_bucket=bucket)
     prebuild_runtimes(conf)
-    with start_embedded_s3() as s3:
+    with containers_for(conf), start_embedded_s3() as s3:  # launcher=docker: an engine, and the images built
         s3.create_bucket(bucket)
         env = airflow_env(s3.airflow_conn_env(conn_id))
         print(f"embedded S3 (moto) at {s3.endpoint_url}; Airflow home {env['AIRFLOW_HOME']}")

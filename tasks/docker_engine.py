@@ -23,6 +23,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -167,6 +169,22 @@ def stop_engine(handle: EngineHandle | None = None, grace_s: float = STOP_GRACE_
     return True
 
 
+@contextmanager
+def engine_for_a_while(log=print) -> Iterator[EngineHandle | None]:
+    """An engine for the `with` block: the one that answers, or a dockerd started now and stopped after. Yields
+    None (after saying why) when none can be had, so the caller's Docker steps report their own errors."""
+    try:
+        handle = start_engine(log=log)
+    except EngineUnavailable as exc:
+        log(f"docker engine: {exc}")
+        handle = None
+    try:
+        yield handle
+    finally:
+        if handle is not None and handle.started_here:
+            stop_engine(handle, log=log)
+
+
 def _create_time(pid: int) -> float:
     import psutil
 
@@ -215,26 +233,21 @@ def main(argv: list[str] | None = None) -> int:
         if not stop_engine():
             print("docker engine: none started here is running (nothing to stop)")
         return 0
-    try:
-        handle = start_engine()
-    except EngineUnavailable as exc:
-        if args.command == "start":
+    if args.command == "start":
+        try:
+            handle = start_engine()
+        except EngineUnavailable as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        print(f"docker engine: {exc}\n(running without one: the Docker tests say why they skip)", file=sys.stderr)
-        handle = None
-    if args.command == "start":
         if not handle.started_here:
             print(f"docker engine: one already answers at {handle.host}")
         return 0
     command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    try:
-        return subprocess.call(command)
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        if handle is not None and handle.started_here:
-            stop_engine(handle)
+    with engine_for_a_while(log=lambda line: print(line, file=sys.stderr)):
+        try:
+            return subprocess.call(command)
+        except KeyboardInterrupt:
+            return 130
 
 
 if __name__ == "__main__":
