@@ -24,7 +24,7 @@ from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
 from tasks.plan import SWEEP_MODES
 from tasks.results import CELL_KEY, empty_row
 from tasks.serve.base import Endpoint, ServingOptions
-from tasks.serve.budget import plan_budget
+from tasks.serve.budget import ServerBudget, plan_budget
 from tasks.serve.launchers import get_launcher
 from tasks.serve.servers import get_server
 from tasks.serve.session import server_session
@@ -66,7 +66,8 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
     return out
 
 
-def _measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig, budget) -> dict:
+def _measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig,
+                     budget: ServerBudget) -> dict:
     cells = session["cells"]
     timeline: dict = {"session_id": session["session_id"], "server": session["server"], "cells": {}}
     conv = next((c for c in conversions if c and (c["model"], c["format"]) == (session["model"], session["format"])),

@@ -61,24 +61,26 @@ def sample(container, window_s: float) -> tuple[ContainerSampler, float]:
 
 @pytest.mark.parametrize("source", ["cgroup", "docker stats"])
 def test_one_busy_core_reads_100_pct(source, burner, monkeypatch):
-    """The sampler reads the busy core as 100 % +- 10 (and always within 10 points of the burner's CPU time as
-    the host's process accounting counts it). On a shared host other work can take part of the burner's core: a
-    window is sampled again (up to ATTEMPTS times) until the burner had its core; if it never had, the 100 %
-    check cannot be made and the test skips saying so (the agreement with the host's accounting was checked)."""
+    """The sampler reads the busy core as 100 % +- 10. On a shared host other work can take part of the burner's
+    core: a window is sampled again (up to ATTEMPTS times) until the burner had its core (as the host's process
+    accounting, read apart from the sampler, says); if it never had, the 100 % check cannot be made and the test
+    skips saying so. The cgroup readings cover the same window as that accounting, so they must also agree with
+    it within 10 points in every window; the stats stream's readings (about one a second) cover only part of it."""
     if source == "docker stats":  # as with an engine on another host: no cgroup files to read
         monkeypatch.setattr(CgroupReader, "for_pid", classmethod(lambda cls, pid, container_id="": None))
-    window_s = WINDOW_S * (2 if source == "docker stats" else 1)  # the stream reads about once a second
+    window_s = WINDOW_S * (2 if source == "docker stats" else 1)
     for _ in range(ATTEMPTS):
         sampler, truth = sample(burner, window_s)
         summary = sampler.summary()
         assert sampler.source == source and summary.samples >= 2
-        assert abs(summary.server_cpu_pct - truth) <= 10.0, (summary, truth)
         assert HELD_MIB <= summary.server_rss_mb <= HELD_MIB + 60, summary
+        if source == "cgroup":
+            assert abs(summary.server_cpu_pct - truth) <= 10.0, (summary, truth)
         if truth >= 90.0:  # the burner had its core: the reading must be one core
             assert abs(summary.server_cpu_pct - 100.0) <= 10.0, (summary, truth)
             return
     pytest.skip(f"the burner never had its core to itself in {ATTEMPTS} windows (last: {truth:.0f} %): the host is "
-                f"too busy to check the 100 % reading; the readings agreed with the host's accounting")
+                f"too busy to check the 100 % reading")
 
 
 def test_stats_arithmetic():
