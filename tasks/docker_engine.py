@@ -121,12 +121,12 @@ def start_engine(timeout_s: float = START_TIMEOUT_S, log=print) -> EngineHandle:
     here began it), or a dockerd started now (its handle has the PID to stop)."""
     if engine_answers():
         return EngineHandle(host=engine_host())
-    stale = recorded_engine()
-    if stale is not None:  # ours, but not answering: stop it before starting again
-        stop_engine(stale, log=log)
     blocker = start_blocker()
     if blocker:
         raise EngineUnavailable(f"no Docker engine answers at {engine_host()} and none can be started: {blocker}")
+    stale = recorded_engine()
+    if stale is not None and stale.host == engine_host():  # ours, but not answering: stop it, start afresh
+        stop_engine(stale, log=log)
     log_path = engine_dir() / "dockerd.log"
     started = time.monotonic()
     with open(log_path, "ab") as out:

@@ -65,6 +65,24 @@ def test_stop_signals_only_the_process_it_started(private_cache):
         sleeper.wait()
 
 
+def test_an_engine_elsewhere_not_answering_never_stops_ours(monkeypatch, tmp_path, private_cache):
+    """DOCKER_HOST pointing at a dead engine is an error; the dockerd this module started is left running."""
+    import psutil
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ours = EngineHandle(host="unix:///var/run/docker.sock", pid=sleeper.pid,
+                            create_time=psutil.Process(sleeper.pid).create_time())
+        pid_file().write_text(json.dumps(ours.__dict__))
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'none.sock'}")
+        with pytest.raises(EngineUnavailable):
+            start_engine()
+        assert sleeper.poll() is None and recorded_engine() == ours
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 @pytest.mark.integration
 def test_the_session_has_an_engine(docker_engine):
     """The session fixture found an engine or started dockerd itself (and stops that one by its PID at the end)."""

@@ -131,3 +131,17 @@ def test_tfserving_cells_skip_without_its_official_image(tmp_path, docker_engine
     (row,) = measure_session(session, [fake], run_context("test-docker-tfserving", tmp_path / "run"), config)["rows"]
     assert row["status"] == "skipped"
     assert f"needs the official image {IMAGE_CPU}" in row["reason"] and "could not be pulled" in row["reason"]
+
+
+def test_a_server_over_its_memory_limit_fails_saying_so(mlp_onnx, mlp_spec, log_dir, project_images,
+                                                        no_docker_leftovers):
+    """The memory budget is the container's limit: a server that needs more is killed at start, and the reason says
+    by what. (24 MB, given to the launcher directly: the custom service starts even within the Param's 64m floor.)"""
+    from tasks.errors import ServerStartError
+    from tasks.serve.servers import get_server
+    from tasks.serve.session import server_session
+
+    with pytest.raises(ServerStartError, match="OOM killer: memory limit 24 MB, Param server_memory"):
+        with server_session(get_server("custom"), mlp_onnx, mlp_spec, DockerLauncher(), run_id="test-docker-oom",
+                            cell_id="docker-oom", log_dir=log_dir, memory="24m", ready_timeout_s=60):
+            pass
