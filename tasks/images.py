@@ -7,6 +7,7 @@ A runtime image builds from a context assembled here, never from the repository 
 
     Dockerfile, requirements.txt    the same requirements file the process launcher's venv is built from
     <the runtime's other files>     entry scripts (docker/<runtime>/*.py ...)
+    tasks/, models/                 only for the converters, whose entry points import them
     wheels/                         the host's wheels of HOST_WHEELS (torch's CPU build: inside a build, pip sees
                                     only the public index, whose torch is a multi-GB CUDA build)
     ca/                             extra CA certificates (the CA build option, `SERVING_EVAL_CA_CERTS`)
@@ -45,7 +46,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tasks.errors import ConfigError, RuntimeBuildError, ServerStartError
-from tasks.runtimes import DOCKER_DIR, cache_root, requirements_path
+from tasks.runtimes import DOCKER_DIR, REPO_ROOT, cache_root, requirements_path
 
 PROJECT_REPO = "serving-eval"
 BASE_SCRIPT = DOCKER_DIR / "base" / "build-base.sh"
@@ -57,6 +58,10 @@ HOST_WHEELS = {"torch": "+cpu"}
 # The runtimes that serve (their images are what `make images` builds); TF Serving has only its official image.
 SERVING_RUNTIMES = ("triton", "torchserve", "bentoml", "kserve", "custom")
 SKIP_CONTEXT = ("README.md", "__pycache__")
+# Repository folders a runtime's entry point imports (the converters run tasks.* and models.* builders): part of
+# its context, so of its hash.
+EXTRA_CONTEXT = {runtime: ("tasks", "models") for runtime in ("convert-torch", "convert-tf", "convert-tensorrt")}
+EXTRA_SUFFIXES = (".py", ".yaml")
 LABEL_INPUTS = "serving-eval.inputs-sha256"
 LABEL_RUNTIME = "serving-eval.runtime"
 BUILD_TIMEOUT_S = 3600
@@ -194,6 +199,10 @@ def context_files(runtime: str, log=print) -> dict[str, Path]:
                                               f"{sorted(p.parent.name for p in DOCKER_DIR.glob('*/Dockerfile'))}")
     files = {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
              if p.is_file() and not any(part in SKIP_CONTEXT for part in p.relative_to(folder).parts)}
+    for name in EXTRA_CONTEXT.get(runtime, ()):
+        root = REPO_ROOT / name
+        files.update({p.relative_to(REPO_ROOT).as_posix(): p for p in sorted(root.rglob("*"))
+                      if p.is_file() and p.suffix in EXTRA_SUFFIXES and "__pycache__" not in p.parts})
     files.update({f"wheels/{w.name}": w for w in host_wheels(runtime, log)})
     files.update({f"ca/{i:02d}-{p.name}": p for i, p in enumerate(ca_files())})
     return files
