@@ -11,7 +11,7 @@ export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 export PYTHONPATH := $(CURDIR)
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: venv demo test test-fast lint airflow benchmarks clean
+.PHONY: venv demo test test-fast lint airflow benchmarks clean engine engine-stop images
 
 venv: $(STAMP)
 
@@ -25,15 +25,29 @@ $(STAMP): requirements.txt
 demo: venv
 	$(PY) -m tasks.cli demo
 
-## test: the whole suite (unit, integration against real servers, real DAG runs, moto S3)
+## test: the whole suite (unit, integration against real servers and containers, real DAG runs, moto S3), with a
+## Docker engine for its length: started when none answers (and stopped by its PID after), images built or reused
 test: venv lint
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m tasks.docker_engine run -- $(PY) -m pytest -q -ra tests
 
 test-fast: venv
 	$(PY) -m pytest -q -ra -m "not integration and not slow" tests
 
 lint: venv
 	$(VENV)/bin/ruff check .
+
+## engine: install Docker (Debian's docker.io) and debootstrap when missing, start dockerd unless an engine answers
+engine: venv
+	docker/install-engine.sh
+	$(PY) -m tasks.docker_engine start
+
+## engine-stop: stop the dockerd that `make engine` started (by its recorded PID; an engine started otherwise stays)
+engine-stop: venv
+	$(PY) -m tasks.docker_engine stop
+
+## images: build (or reuse) the serving runtimes' images on the project's Debian base (an engine for its length)
+images: venv
+	$(PY) -m tasks.docker_engine run -- $(PY) -m tasks.images build
 
 ## airflow: the Airflow UI on http://127.0.0.1:8080 with the DAG loaded (see README: log-in, trigger form)
 airflow: venv

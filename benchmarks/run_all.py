@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = (
     ("conversion: small models cold vs cache hit, resnet50/bert-base", ["convert_models.py"]),
     ("load generator capacity vs wrk and Locust on nginx", ["loadgen_capacity.py"]),
+    ("the same server as a process and in a container: throughput and p99", ["process_vs_container.py"]),
 )
 LIMIT_S = 3600
 

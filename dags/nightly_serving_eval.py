@@ -31,7 +31,8 @@ from tasks.config import (
 from tasks.convert import FORMATS
 from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, STABLE_WINDOWS
 from tasks.publish import PUBLISHED_RUNS_ASSET
-from tasks.serve.base import DEVICES
+from tasks.serve.base import DEVICES, IMAGE_SOURCES
+from tasks.serve.budget import CPU_SET_PATTERN, MEMORY_PATTERN
 from tasks.suites import SCHEDULED_SUITE, suite_names, suites_markdown
 
 # A plain name, not an s3:// URI: an s3 URI makes Airflow load the Amazon provider (and boto3) at parse time.
@@ -40,13 +41,13 @@ HOST_POOL = "serving_eval_host"  # one slot per host that runs servers: one serv
 D = RunConfig()  # the built-in defaults, under every suite's values
 
 
-def suite_param(type_: str, **schema) -> Param:
-    """A Param left empty by default: empty takes the picked suite's value, else the built-in default (shown)."""
+def suite_param(type_: str | list[str], **schema) -> Param:
+    """A Param left empty by default: empty takes the picked suite's value, else the built-in default."""
     if "enum" in schema:
         schema["enum"] = [None, *schema["enum"]]
     hint = "empty: the suite's value"
     schema["description"] = f"{schema['description']}; {hint}" if schema.get("description") else hint
-    return Param(None, type=["null", type_], **schema)
+    return Param(None, type=["null", *([type_] if isinstance(type_, str) else type_)], **schema)
 
 
 def _connection(conn_id: str):
@@ -134,6 +135,18 @@ def _connection(conn_id: str):
                                 title="Server max batch size", section="Serving"),
         "pin_cpus": suite_param("boolean", title="Pin server and generator to separate cores",
                           section="Serving"),
+        "server_cpus": suite_param(["integer", "string"], minimum=1, pattern=CPU_SET_PATTERN,
+                                   title="Server CPUs", description="the same for every stack: an integer is a count "
+                                   "of CPUs (the host's last ones), a string a CPU set (\"2-3\", \"1\"); the "
+                                   "container's cpuset or the process's CPU affinity; each server's threads and "
+                                   "workers follow it", section="Serving"),
+        "server_memory": suite_param("string", pattern=MEMORY_PATTERN, title="Server memory limit",
+                                     description="e.g. \"2g\": every container's memory limit (the process launcher "
+                                     "cannot apply one)", section="Serving"),
+        "images": suite_param("string", enum=list(IMAGE_SOURCES), title="Container images (launcher=docker)",
+                              description="project: built here from docker/<runtime>/ on a Debian base (make images); "
+                                          "official: the registry's Triton / TorchServe image, where a registry "
+                                          "serves it", section="Serving"),
         "s3_bucket": suite_param("string", minLength=3, maxLength=63, title="S3 bucket", section="Store"),
         "s3_prefix": suite_param("string", title="S3 prefix", section="Store"),
         "aws_conn_id": suite_param("string", minLength=1, title="AWS connection id", section="Store"),

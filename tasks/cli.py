@@ -133,13 +133,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from tasks.embedded_s3 import LOCAL_STATE_DIR, start_embedded_s3
+    from tasks.images import containers_for
     from tasks.store import S3Store
 
     conf = {**DEMO_CONF, **json.loads(args.conf or "{}")}
     conn_id, bucket = "serving_eval_s3", "serving-eval"
     conf.update(aws_conn_id=conn_id, s3_bucket=bucket)
     prebuild_runtimes(conf)
-    with start_embedded_s3(state_dir=LOCAL_STATE_DIR) as s3:
+    with containers_for(conf), start_embedded_s3(state_dir=LOCAL_STATE_DIR) as s3:  # docker: an engine, images
         s3.create_bucket(bucket)
         env = airflow_env(s3.airflow_conn_env(conn_id))
         print(f"embedded S3 (moto) at {s3.endpoint_url}; Airflow home {env['AIRFLOW_HOME']}")

@@ -12,7 +12,8 @@ from typing import Any
 from tasks.convert import FORMATS
 from tasks.errors import ConfigError
 from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_WORKERS, STABLE_WINDOWS, check_timing
-from tasks.serve.base import DEVICES
+from tasks.serve.base import DEVICES, IMAGE_SOURCES
+from tasks.serve.budget import check_budget
 from tasks.spec import catalogue
 
 LAUNCHERS = ("process", "docker")
@@ -65,6 +66,9 @@ class RunConfig:
     dynamic_batching: bool = False
     max_batch_size: int = 8
     pin_cpus: bool = True
+    server_cpus: int | str | None = None  # an integer: a CPU count; a string: a CPU set ("2-3"); serve/budget.py
+    server_memory: str | None = None  # the server's memory limit ("2g"): containers only
+    images: str = "project"  # launcher=docker: images built here, or "official" ones where a registry serves them
     s3_bucket: str = "serving-eval"
     s3_prefix: str = "serving-eval"
     aws_conn_id: str = "serving_eval_s3"
@@ -145,6 +149,8 @@ class RunConfig:
             raise ConfigError("min_windows", self.min_windows,
                               f"must be >= {STABLE_WINDOWS} and, with stop_when_stable, <= duration_s / window_s "
                               f"({max_windows})")
+        one_of("images", IMAGE_SOURCES, many=False)
+        check_budget(self.server_cpus, self.server_memory, self.pin_cpus)
         if not 0 < self.ready_timeout_s <= MAX_READY_TIMEOUT_S:
             raise ConfigError("ready_timeout_s", self.ready_timeout_s, f"must be > 0 and <= {MAX_READY_TIMEOUT_S}")
         if not self.s3_bucket:

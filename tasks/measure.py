@@ -10,7 +10,6 @@ the remaining points run on the new one. A failure in one cell never loses the c
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -29,6 +28,7 @@ from tasks.outcome import MAX_RESTARTS, ServerHealth, describe_health, judge_poi
 from tasks.plan import SWEEP_MODES
 from tasks.results import CELL_KEY, empty_row
 from tasks.serve.base import Endpoint, ServingOptions
+from tasks.serve.budget import ServerBudget, plan_budget
 from tasks.serve.hostlock import host_lock
 from tasks.serve.launchers import get_launcher
 from tasks.serve.servers import get_server
@@ -48,15 +48,6 @@ READY_AFTER_POINT_S = 5.0  # after a load point the server must answer its readi
 SERVER_FAILED = "_server_failed"  # a row's private mark: its point found the server dead or hung (not published)
 
 
-def split_cpus(pin: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(generator cores, server cores): separate when the host has at least two, else no pinning."""
-    cores = sorted(os.sched_getaffinity(0))
-    if not pin or len(cores) < 2:
-        return (), ()
-    n_gen = max(1, len(cores) // 4)
-    return tuple(cores[:n_gen]), tuple(cores[n_gen:])
-
-
 def base_row(run: dict, cell: dict) -> dict:
     row = empty_row()
     row.update({k: run[k] for k in ("run_id", "logical_date", "started_at", "schema_version")})
@@ -74,7 +65,17 @@ def not_measured(run: dict, cell: dict, status: str, reason: str, **extra: objec
 
 
 def measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig) -> dict:
-    """Measure every cell of one server session; return {"rows": [...], "timeline": {...}}."""
+    """Measure every cell of one server session; return {"rows": [...], "timeline": {...}}. Every row records
+    the CPU/memory budget its server was given (tasks/serve/budget.py)."""
+    budget = plan_budget(config.server_cpus, config.server_memory, config.pin_cpus)
+    out = _measure_session(session, conversions, run, config, budget)
+    for row in out["rows"]:
+        row.update(budget.row_fields(config.launcher))
+    return out
+
+
+def _measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig,
+                     budget: ServerBudget) -> dict:
     cells = session["cells"]
     timeline: dict = {"session_id": session["session_id"], "server": session["server"], "cells": {}}
     conv = next((c for c in conversions if c and (c["model"], c["format"]) == (session["model"], session["format"])),
@@ -93,13 +94,13 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
                 "timeline": timeline}
     spec = load_spec(session["model"])
     options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
-                             device=config.device)
+                             device=config.device, cpus=budget.cpu_count, images=config.images)
     server = get_server(session["server"], options)
     skip = server.skip_reason(config.launcher, fmt=session["format"])
     if skip:
         return {"rows": [not_measured(run, c, "skipped", skip, model_sha256=artifact.sha256) for c in cells],
                 "timeline": timeline}
-    gen_cpus, server_cpus = split_cpus(config.pin_cpus)
+    gen_cpus = budget.generator_cpus
     rows: list[dict] = []
     measured: set[str] = set()  # cell ids whose rows are in `rows` (a sweep cell has one row per point)
     served = {"model_sha256": artifact.sha256, "engine": server.engines.get(artifact.format)}
@@ -109,8 +110,8 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
         launcher = get_launcher(config.launcher)
         with host_lock(run["run_id"], session["session_id"]), \
                 server_session(server, artifact, spec, launcher, run_id=run["run_id"], cell_id=session["session_id"],
-                               log_dir=log_dir, ready_timeout_s=config.ready_timeout_s, cpus=server_cpus,
-                               timeline=timeline) as live:
+                               log_dir=log_dir, ready_timeout_s=config.ready_timeout_s, cpus=budget.cpus,
+                               memory=budget.memory, timeline=timeline) as live:
             check = _check_served(live, spec, artifact, config, timeline)
             for cell in cells:
                 if not check.passed:
@@ -273,7 +274,7 @@ def _measure_point(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpu
     measurement, load_error = None, None
     row = base_row(run, cell)
     row.update(served, server_version=live.server_version, startup_s=live.startup_s, runtime_image=live.runtime_image,
-               restarts=live.restarts)
+               runtime_image_kind=live.runtime_image_kind, restarts=live.restarts)
     events = timeline["cells"].setdefault(cell["cell_id"], {})
     events["load_begin"] = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="load-", dir=run["run_dir"]))  # removed with the run's folder too

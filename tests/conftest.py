@@ -30,6 +30,8 @@ os.environ.update({
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+pytest_plugins = ["tests.docker_fixtures"]  # the Docker engine, project images, leftover checks
+
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     """The suite's private Airflow home and artifact cache go with it."""

@@ -1,13 +1,14 @@
-"""DockerLauncher: container parameters for every server, the unreachable-engine error, start/stop/sweep.
+"""DockerLauncher without an engine: container parameters for every server, the unreachable-engine error, and
+start/stop/sweep against a small in-memory fake of the docker SDK's client (only the calls the launcher makes),
+which checks that the launcher records, labels, saves logs and removes what it created.
 
-This machine has no Docker engine (the docker CLI is only a client), so nothing here starts a container.
-The container parameters come from the pure `container_params`; start/stop/sweep run against a small
-in-memory fake of the docker SDK's client (only the calls the launcher makes), which checks that the
-launcher records, labels, saves logs and removes what it created. A run against a real engine stays to do.
+The same paths against a real engine: tests/test_docker_servers.py, test_docker_faults.py and the others.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import uuid
 from contextlib import closing
@@ -17,16 +18,19 @@ import pytest
 
 from tasks.convert import Artifact
 from tasks.errors import ConfigError, ConversionError, ServerStartError
+from tasks.images import ImageRef
 from tasks.serve.base import RunSpec, ServingOptions
 from tasks.serve.launchers import LAUNCHERS, get_launcher
 from tasks.serve.launchers.base import recorded_handles
 from tasks.serve.launchers.docker import (
     LABEL_CELL_ID,
+    LABEL_OWNER,
     LABEL_RUN_ID,
     DockerLauncher,
     LauncherUnavailable,
     container_params,
     docker_client,
+    owner_gone,
 )
 from tasks.serve.servers import SERVERS, get_server
 from tasks.serve.servers.custom import CustomServer
@@ -78,15 +82,20 @@ def test_custom_server_params(tmp_path, mlp_spec):
     layout.mkdir()
     spec = CustomServer().run_spec(layout, mlp_spec, {"http": 18000})
     params = container_params(spec, "run-1", "cell-a", cpus=(2, 3), device="cpu", memory="4g")
-    assert params["image"] == "serving-eval/custom:latest"
+    assert params["image"] == "serving-eval/custom"  # the project image's repository; `image=` gives its tag
+    assert container_params(spec, "r", "c", image="serving-eval/custom:0123")["image"] == "serving-eval/custom:0123"
     assert params["command"] == list(spec.container_argv)
     assert params["ports"] == {"8000/tcp": ("127.0.0.1", 18000)}
     assert params["volumes"] == {str(layout): {"bind": "/models", "mode": "ro"}}
     assert params["labels"] == {LABEL_RUN_ID: "run-1", LABEL_CELL_ID: "cell-a"}
     assert params["cpuset_cpus"] == "2,3"
-    assert params["mem_limit"] == "4g"
+    assert params["mem_limit"] == params["memswap_limit"] == "4g"  # no swap beyond the limit
     assert params["detach"] is True
     assert "device_requests" not in params
+    # exposure: the default bridge network, never privileged, no capabilities, no privilege gain, no socket
+    assert params["network_mode"] == "bridge" and params["privileged"] is False
+    assert params["cap_drop"] == ["ALL"] and params["security_opt"] == ["no-new-privileges:true"]
+    assert not any("docker.sock" in host for host in params["volumes"])
 
 
 def test_tfserving_params_cpu(tmp_path, mlp_spec):
@@ -117,6 +126,9 @@ def test_host_only_env_is_not_passed(tmp_path):
     spec = RunSpec(runtime="x", argv=("x",), ports={"http": 1}, image="img", container_ports={"http": 80},
                    env={"PATH": "/host/venv/bin", "LD_LIBRARY_PATH": "/host/lib", "OMP_NUM_THREADS": "2"})
     assert container_params(spec, "r", "c")["environment"] == {"OMP_NUM_THREADS": "2"}
+    own = RunSpec(runtime="x", argv=("x",), ports={}, image="img", env={"BENTOML_HOME": "/host/home"},
+                  container_env={"BENTOML_DO_NOT_TRACK": "true"})
+    assert container_params(own, "r", "c")["environment"] == {"BENTOML_DO_NOT_TRACK": "true"}
 
 
 @pytest.mark.parametrize("change, field", [
@@ -216,7 +228,7 @@ class FakeContainer:
     def logs(self, stdout: bool = True, stderr: bool = True, tail: int | str = "all") -> bytes:
         return f"log of {self.id}\n".encode()
 
-    def remove(self, force: bool = False) -> None:
+    def remove(self, force: bool = False, v: bool = False) -> None:
         self.engine.containers.items.pop(self.id, None)
 
 
@@ -241,6 +253,10 @@ class FakeContainers:
         return [c for c in self.items.values() if key in c.labels and (not value or c.labels[key] == value)]
 
 
+def fake_image(spec: RunSpec) -> ImageRef:
+    return ImageRef(f"{spec.image}:fake", "sha256:" + "f" * 64, "official" if "/serving:" in spec.image else "project")
+
+
 class FakeEngine:
     def __init__(self) -> None:
         self.containers = FakeContainers(self)
@@ -248,7 +264,7 @@ class FakeEngine:
 
 def test_start_stop_with_fake_engine(tmp_path, mlp_spec):
     engine = FakeEngine()
-    launcher = DockerLauncher(memory="2g", client=engine)
+    launcher = DockerLauncher(memory="2g", client=engine, resolve_image=fake_image)
     spec = tfserving_spec(tmp_path, mlp_spec, device="gpu")
     log_path = tmp_path / "logs" / "cell-tf.log"
     run = run_id("f")
@@ -257,6 +273,10 @@ def test_start_stop_with_fake_engine(tmp_path, mlp_spec):
     assert handle.container_id == container.id and handle.ports == spec.ports
     assert container.params["name"].startswith("serving-eval-cell-tf-")
     assert container.params["mem_limit"] == "2g" and "device_requests" in container.params
+    assert container.params["image"] == f"{spec.image}:fake"
+    assert json.loads(container.params["labels"][LABEL_OWNER])["pid"] == os.getpid()
+    assert launcher.runtime_label(spec) == f"{spec.image}:fake@sha256:{'f' * 64}"
+    assert launcher.runtime_kind(spec) == "official"
     assert [h.container_id for h in recorded_handles(run)] == [container.id]
     assert launcher.exit_code(handle) is None
     assert "log of" in launcher.log_tail(handle)
@@ -271,7 +291,7 @@ def test_start_stop_with_fake_engine(tmp_path, mlp_spec):
 
 def test_sweep_removes_recorded_and_labelled_leftovers(tmp_path, mlp_spec):
     engine = FakeEngine()
-    launcher = DockerLauncher(client=engine)
+    launcher = DockerLauncher(client=engine, resolve_image=fake_image)
     spec = tfserving_spec(tmp_path, mlp_spec)
     run, other_run = run_id("s"), run_id("other")
     recorded = launcher.start(spec, run_id=run, cell_id="a", workdir=tmp_path, log_path=tmp_path / "a.log")
@@ -281,3 +301,28 @@ def test_sweep_removes_recorded_and_labelled_leftovers(tmp_path, mlp_spec):
     assert {h.container_id for h in swept} == {recorded.container_id, orphan.id}
     assert set(engine.containers.items) == {other.id}
     assert [h.container_id for h in launcher.sweep(other_run)] == [other.id] and engine.containers.items == {}
+
+
+def owner(pid: int, create_time: float, host: str | None = None) -> str:
+    return json.dumps({"host": host or socket.gethostname(), "pid": pid, "create_time": create_time})
+
+
+def test_sweep_without_run_id_removes_containers_whose_owner_is_gone(tmp_path):
+    """A crashed run's containers are found by their labels alone (no recorded handle) once their owner died;
+    a live owner's, or another host's, are left alone."""
+    import psutil
+
+    engine = FakeEngine()
+    me = psutil.Process()
+    run = run_id("crashed")
+    dead = engine.containers.create(image="x", labels={LABEL_RUN_ID: run, LABEL_CELL_ID: "a",
+                                                       LABEL_OWNER: owner(me.pid, me.create_time() - 100)})
+    live = engine.containers.create(image="x", labels={LABEL_RUN_ID: run, LABEL_CELL_ID: "b",
+                                                       LABEL_OWNER: owner(me.pid, me.create_time())})
+    elsewhere = engine.containers.create(image="x", labels={LABEL_RUN_ID: run, LABEL_CELL_ID: "c",
+                                                            LABEL_OWNER: owner(1, 0.0, host="another-host")})
+    assert owner_gone(dead.labels) and not owner_gone(live.labels) and not owner_gone(elsewhere.labels)
+    assert not owner_gone({LABEL_RUN_ID: run})  # no owner label: unknown, left alone
+    swept = DockerLauncher(client=engine).sweep()
+    assert [h.container_id for h in swept] == [dead.id]
+    assert set(engine.containers.items) == {live.id, elsewhere.id}

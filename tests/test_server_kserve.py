@@ -68,7 +68,7 @@ def test_container_parameters(mlp_onnx, mlp_spec, tmp_path):
     assert (flag(run.argv, "--bind_host"), flag(run.argv, "--http_port"), flag(run.argv, "--grpc_port")) == (
         "127.0.0.1", "44000", "44001")
     assert flag(run.argv, "--threads") == "2" and flag(run.argv, "--enable_latency_logging") == "false"
-    assert run.image == "serving-eval/kserve:latest"
+    assert run.image == "serving-eval/kserve"
     assert flag(run.container_argv, "--model_dir") == "/models" and flag(run.container_argv, "--bind_host") == "0.0.0.0"
     assert flag(run.container_argv, "--http_port") == str(CONTAINER_PORTS["http"])
     assert run.container_ports == CONTAINER_PORTS and set(run.container_ports) == set(server.port_names)
@@ -79,11 +79,11 @@ def test_inference_service_manifest(mlp_onnx, mlp_spec, tmp_path):
     server = KServeServer()
     layout = server.write_layout(mlp_onnx, mlp_spec, tmp_path)
     manifest = yaml.safe_load((layout / MANIFEST).read_text())
-    assert manifest == yaml.safe_load(server.inference_service_manifest(mlp_spec, "serving-eval/kserve:latest"))
+    assert manifest == yaml.safe_load(server.inference_service_manifest(mlp_spec, "serving-eval/kserve"))
     assert (manifest["apiVersion"], manifest["kind"]) == ("serving.kserve.io/v1beta1", "InferenceService")
     assert manifest["metadata"]["name"] == "mlp"
     (container,) = manifest["spec"]["predictor"]["containers"]
-    assert container["name"] == "kserve-container" and container["image"] == "serving-eval/kserve:latest"
+    assert container["name"] == "kserve-container" and container["image"] == "serving-eval/kserve"
     args = container["args"]
     assert args[args.index("--model_dir") + 1] == "/mnt/models" and args[args.index("--bind_host") + 1] == "0.0.0.0"
     assert container["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]

@@ -100,8 +100,9 @@ def test_run_spec(tmp_path, mlp_spec, device, image):
     assert spec.container_ports == {"http": 8501, "grpc": 8500}
     assert spec.mounts == {str(layout.resolve()): "/models"}
     assert spec.container_argv == ("--port=8500", "--rest_api_port=8501", "--model_config_file=/models/models.config",
-                                   "--monitoring_config_file=/models/monitoring.config", "--enable_batching=true",
-                                   "--batching_parameters_file=/models/batching.config")
+                                   "--monitoring_config_file=/models/monitoring.config",
+                                   "--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=1",
+                                   "--enable_batching=true", "--batching_parameters_file=/models/batching.config")
     assert spec.argv[0] == "tensorflow_model_server"
     assert "--port=18500" in spec.argv and "--rest_api_port=18501" in spec.argv
     assert f"--model_config_file={layout.resolve()}/{MODELS_HOST_CONFIG}" in spec.argv
@@ -123,7 +124,10 @@ def test_skip_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no tensorflow_model_server anywhere
     assert server.skip_reason("process") == NEEDS_DOCKER
     assert "needs Docker" in NEEDS_DOCKER and "launcher=docker" in NEEDS_DOCKER
-    assert server.skip_reason("docker") is None
+    monkeypatch.setattr("tasks.serve.servers.tfserving.official_unavailable_reason", lambda ref: None)
+    assert server.skip_reason("docker") is None  # the official image is on the engine, or a registry serves it
+    monkeypatch.setattr("tasks.serve.servers.tfserving.official_unavailable_reason", lambda ref: f"needs {ref}")
+    assert server.skip_reason("docker") == "needs tensorflow/serving:2.18.0"  # where none does: skipped, saying so
     binary = tmp_path / "tensorflow_model_server"
     binary.write_text("#!/bin/sh\n")
     os.chmod(binary, 0o755)

@@ -58,7 +58,7 @@ def test_container_parameters(mlp_torchscript, mlp_spec, tmp_path):
     assert run.runtime == "torchserve" and run.argv[0] == "torchserve"
     assert run.argv[run.argv.index("--ts-config") + 1] == str(layout / "config.properties")
     assert "127.0.0.1:41000" in (layout / "config.properties").read_text()
-    assert run.image == "serving-eval/torchserve:latest"
+    assert run.image == "serving-eval/torchserve"  # the Docker launcher resolves the hashed tag
     assert run.container_argv[:3] == ("torchserve", "--start", "--foreground")
     assert run.container_argv[run.container_argv.index("--ts-config") + 1] == "/models/container.properties"
     assert run.container_ports == CONTAINER_PORTS and set(run.container_ports) == set(server.port_names)

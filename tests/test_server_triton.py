@@ -22,7 +22,14 @@ from tasks.serve.base import RunSpec, ServingOptions
 from tasks.serve.launchers.process import ProcessLauncher
 from tasks.serve.servers import get_server
 from tasks.serve.servers import triton as triton_module
-from tasks.serve.servers.triton import CONTAINER_PORTS, IMAGE, PYTHON_ENV_GLOB, TritonServer, parse_counts
+from tasks.serve.servers.triton import (
+    CONTAINER_PORTS,
+    IMAGE,
+    OFFICIAL_IMAGE,
+    PYTHON_ENV_GLOB,
+    TritonServer,
+    parse_counts,
+)
 from tasks.serve.session import free_ports, server_session
 from tasks.spec import make_inputs
 from tests.helpers import (
@@ -365,15 +372,21 @@ def test_run_spec_process_and_container(device, mlp_spec, tmp_path, fake_runtime
     assert ld_path[0] == str(tmp_path / "python" / "lib")  # the base interpreter's libpython first
     assert ld_path[1].endswith("site-packages/nvidia_pytriton.libs")
     assert run.cleanup_globs == ("/tmp/python_env_*",)
-    # container: the official image, native repository mounted read-only at /models, fixed container ports
-    assert run.image == IMAGE and run.image.endswith("tritonserver:24.10-py3")
-    assert run.container_argv[:2] == ("tritonserver", "--model-repository=/models")
+    # container: the project image (the wheel's server) over the python repository, the layout mounted read-only
+    # at /models, fixed container ports
+    assert run.image == IMAGE == "serving-eval/triton"
+    assert run.container_argv[0] == "--model-repository=/models/python"  # the image's entry point is tritonserver
     assert run.container_ports == CONTAINER_PORTS == {"http": 8000, "grpc": 8001, "metrics": 8002}
     assert set(run.container_ports) == set(server.port_names)
-    assert run.mounts == {str((layout / "native").resolve()): "/models"}
+    assert run.mounts == {str(layout.resolve()): "/models"}
     assert run.device == device
     assert ("--pinned-memory-pool-byte-size=0" in run.container_argv) == (device == "cpu")
     assert not any(str(tmp_path) in arg for arg in run.container_argv)
+    # images=official: NVIDIA's image over the native repository
+    official = TritonServer(ServingOptions(device=device, images="official")).run_spec(layout, mlp_spec, ports)
+    assert official.image == OFFICIAL_IMAGE and OFFICIAL_IMAGE.endswith("tritonserver:24.10-py3")
+    assert official.container_argv[:2] == ("tritonserver", "--model-repository=/models/native")
+    assert ("--pinned-memory-pool-byte-size=0" in official.container_argv) == (device == "cpu")
 
 
 def test_process_argv_falls_back_to_native_repository_for_native_only_formats(mlp_spec, tmp_path, fake_runtime):
@@ -383,15 +396,21 @@ def test_process_argv_falls_back_to_native_repository_for_native_only_formats(ml
     assert f"--model-repository={(layout / 'native').resolve()}" in run.argv
 
 
-def test_skip_reasons():
+def test_skip_reasons(monkeypatch):
     cpu, gpu = TritonServer(), TritonServer(ServingOptions(device="gpu"))
     assert cpu.skip_reason("process") is None and cpu.skip_reason("docker") is None
     assert cpu.skip_reason("process", fmt="onnx") is None and cpu.skip_reason("process", fmt="torchscript") is None
+    assert cpu.skip_reason("docker", fmt="onnx") is None  # the project image serves the python-backend formats
     assert "needs Docker" in cpu.skip_reason("process", fmt="savedmodel")
-    assert cpu.skip_reason("docker", fmt="savedmodel") is None
+    assert "images=official" in cpu.skip_reason("docker", fmt="savedmodel")  # native backends: NVIDIA's image
     assert "needs an NVIDIA GPU" in cpu.skip_reason("docker", fmt="tensorrt")
-    assert gpu.skip_reason("docker", fmt="tensorrt") is None
-    assert "CPU-only" in gpu.skip_reason("process")
+    assert "CPU-only" in gpu.skip_reason("process") and "CPU-only" in gpu.skip_reason("docker")
+    official = {"device": "gpu", "images": "official"}
+    monkeypatch.setattr("tasks.serve.servers.triton.official_unavailable_reason", lambda ref: None)
+    assert TritonServer(ServingOptions(**official)).skip_reason("docker", fmt="tensorrt") is None
+    assert TritonServer(ServingOptions(images="official")).skip_reason("docker", fmt="savedmodel") is None
+    monkeypatch.setattr("tasks.serve.servers.triton.official_unavailable_reason", lambda ref: f"needs {ref}")
+    assert TritonServer(ServingOptions(**official)).skip_reason("docker", fmt="tensorrt") == f"needs {OFFICIAL_IMAGE}"
 
 
 def test_parse_counts_sums_over_models():

@@ -1,10 +1,13 @@
 """Resource sampling for the duration of a load point: the server's process tree (psutil) or its container
-(docker stats), and the GPU (NVML) where one exists. `sampler_for(handle)` picks by the launch handle."""
+(its cgroup files, or docker stats), and the GPU (NVML) where one exists. `sampler_for(handle)` picks by the
+launch handle."""
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -112,17 +115,99 @@ class ProcessTreeSampler:
         )
 
 
-class DockerStatsSampler(ProcessTreeSampler):
-    """Samples a container through the Docker stats stream (cgroup CPU and memory) plus NVML.
+class CgroupReader:
+    """A container's CPU time and memory read from its cgroup files: cgroup v1 (`cpuacct.usage`,
+    `memory.usage_in_bytes` less `total_inactive_file`) or v2 (`cpu.stat` usage_usec, `memory.current` less
+    `inactive_file`), found through /proc/<pid>/cgroup and this host's cgroup mounts. Memory is counted as
+    `docker stats` counts it: the cgroup's usage without its inactive page cache."""
 
-    The stream yields about one reading per second; CPU % is computed as `docker stats` does (container CPU
-    time delta over system CPU time delta, times the online CPUs; 100 = one core).
-    """
+    def __init__(self, cpu_file: Path, memory_file: Path, memory_stat: Path, inactive_key: str,
+                 cpu_scale_ns: int) -> None:
+        self.cpu_file, self.memory_file, self.memory_stat = cpu_file, memory_file, memory_stat
+        self.inactive_key, self.cpu_scale_ns = inactive_key, cpu_scale_ns
+
+    @classmethod
+    def for_pid(cls, pid: int, container_id: str = "") -> CgroupReader | None:
+        """The reader of the cgroup that process `pid` is in, or None when its files cannot be read here (an
+        engine on another host, an unknown layout). With `container_id`, the cgroup path must name it."""
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+            mounts = _cgroup_mounts()
+        except OSError:
+            return None
+        paths: dict[str, str] = {}
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            for controller in (controllers.split(",") if controllers else ["unified"]):
+                paths[controller] = path
+        if container_id and not all(container_id in p for k, p in paths.items() if k in ("cpuacct", "unified")):
+            return None
+        if "cpuacct" in paths and "memory" in paths and "cpuacct" in mounts and "memory" in mounts:
+            cpu_dir = _join(mounts["cpuacct"], paths["cpuacct"])
+            mem_dir = _join(mounts["memory"], paths["memory"])
+            reader = cls(cpu_dir / "cpuacct.usage", mem_dir / "memory.usage_in_bytes", mem_dir / "memory.stat",
+                         "total_inactive_file", 1)
+        elif "unified" in paths and "unified" in mounts:
+            directory = _join(mounts["unified"], paths["unified"])
+            reader = cls(directory / "cpu.stat", directory / "memory.current", directory / "memory.stat",
+                         "inactive_file", 1000)
+        else:
+            return None
+        try:
+            reader.cpu_ns()
+            reader.memory_bytes()
+        except (OSError, ValueError, KeyError):
+            return None
+        return reader
+
+    def cpu_ns(self) -> int:
+        text = self.cpu_file.read_text()
+        if self.cpu_file.name == "cpu.stat":
+            stat = dict(line.split() for line in text.splitlines() if line.strip())
+            return int(stat["usage_usec"]) * self.cpu_scale_ns
+        return int(text.strip())
+
+    def memory_bytes(self) -> int:
+        usage = int(self.memory_file.read_text().strip())
+        stat = dict(line.split() for line in self.memory_stat.read_text().splitlines() if line.strip())
+        return max(0, usage - int(stat.get(self.inactive_key, 0)))
+
+
+def _cgroup_mounts() -> dict[str, tuple[str, str]]:
+    """controller ("cpuacct", "memory"; "unified" for cgroup v2) -> (mount root, mount point) on this host."""
+    mounts: dict[str, tuple[str, str]] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        root, point, fstype, options = fields[3], fields[4], tail[0], tail[2].split(",")
+        if fstype == "cgroup2":
+            mounts.setdefault("unified", (root, point))
+        elif fstype == "cgroup":
+            for controller in ("cpuacct", "memory"):
+                if controller in options:
+                    mounts.setdefault(controller, (root, point))
+    return mounts
+
+
+def _join(mount: tuple[str, str], path: str) -> Path:
+    root, point = mount
+    relative = path[len(root):] if root != "/" and path.startswith(root) else path
+    return Path(point) / relative.lstrip("/")
+
+
+class ContainerSampler(ProcessTreeSampler):
+    """Samples a container: its cgroup's files every `period_s` where this host can read them (the engine is
+    local), else the Docker stats stream (about one reading a second); plus NVML. CPU % is the container's CPU
+    time over wall time (100 = one core); memory is its usage without inactive page cache, as `docker stats`
+    shows it (reported as `server_rss_mb`, the peak)."""
 
     def __init__(self, container_id: str, client=None, period_s: float = SAMPLE_PERIOD_S) -> None:
         super().__init__(pid=0, period_s=period_s)
         self.container_id = container_id
         self._client = client
+        self.source = ""  # "cgroup" or "docker stats", once sampling began
 
     def _loop(self) -> None:
         gpu = _Gpu()
@@ -132,6 +217,31 @@ class DockerStatsSampler(ProcessTreeSampler):
                 from tasks.serve.launchers.docker import docker_client
 
                 client = self._client = docker_client()
+            pid = int(client.api.inspect_container(self.container_id)["State"]["Pid"] or 0)
+        except Exception:  # noqa: BLE001 - no engine or no container: no server figures (the cell still runs)
+            return
+        reader = CgroupReader.for_pid(pid, self.container_id) if pid else None
+        if reader is None:
+            self._stats_loop(client, gpu)
+            return
+        self.source = "cgroup"
+        try:
+            last_cpu, last_t = reader.cpu_ns(), time.monotonic_ns()
+            while not self._stop.wait(self.period_s):
+                cpu, now = reader.cpu_ns(), time.monotonic_ns()
+                if now > last_t:
+                    self._cpu.append(100.0 * (cpu - last_cpu) / (now - last_t))
+                last_cpu, last_t = cpu, now
+                self._rss.append(reader.memory_bytes() / 2**20)
+                reading = gpu.read()
+                if reading is not None:
+                    self._gpu.append(reading)
+        except (OSError, ValueError, KeyError):
+            return  # the container ended: its cgroup is gone
+
+    def _stats_loop(self, client, gpu: _Gpu) -> None:
+        self.source = "docker stats"
+        try:
             stream = client.api.stats(self.container_id, stream=True, decode=True)
         except Exception:  # noqa: BLE001 - no engine or no container: no server figures (the cell still runs)
             return
@@ -141,14 +251,25 @@ class DockerStatsSampler(ProcessTreeSampler):
             cpu = container_cpu_pct(stats)
             if cpu is not None:
                 self._cpu.append(cpu)
-            usage = (stats.get("memory_stats") or {}).get("usage")
-            if usage is not None:
-                self._rss.append(usage / 2**20)
+            memory = container_memory_bytes(stats)
+            if memory is not None:
+                self._rss.append(memory / 2**20)
             reading = gpu.read()
             if reading is not None:
                 self._gpu.append(reading)
         if hasattr(stream, "close"):
             stream.close()
+
+
+def container_memory_bytes(stats: dict) -> int | None:
+    """`docker stats`' memory use: usage less inactive page cache (cgroup v1 `total_inactive_file`, v2
+    `inactive_file`)."""
+    memory = stats.get("memory_stats") or {}
+    if memory.get("usage") is None:
+        return None
+    detail = memory.get("stats") or {}
+    inactive = detail.get("total_inactive_file", detail.get("inactive_file", 0))
+    return max(0, int(memory["usage"]) - int(inactive))
 
 
 def container_cpu_pct(stats: dict) -> float | None:
@@ -164,7 +285,7 @@ def container_cpu_pct(stats: dict) -> float | None:
 
 
 def sampler_for(handle, client=None) -> ProcessTreeSampler:
-    """The sampler for a launched server: docker stats for a container, psutil for a process tree."""
+    """The sampler for a launched server: its cgroup (or docker stats) for a container, psutil for a process tree."""
     if getattr(handle, "container_id", ""):
-        return DockerStatsSampler(handle.container_id, client=client)
+        return ContainerSampler(handle.container_id, client=client)
     return ProcessTreeSampler(handle.pid)

@@ -21,6 +21,7 @@ from tasks.errors import ConfigError
 from tasks.spec import ModelSpec
 
 DEVICES = ("cpu", "gpu")
+IMAGE_SOURCES = ("project", "official")  # Docker launcher: images built here, or a registry's official image
 HTTP_PROBE_TIMEOUT_S = 2.0
 
 
@@ -45,15 +46,38 @@ class ServingOptions:
     batch_delay_us: int = 1000
     instances: int = 1
     device: str = "cpu"
+    cpus: int = 0  # how many CPUs the server is given (tasks/serve/budget.py); 0: unknown, one thread per instance
+    images: str = "project"  # Docker launcher: "project" images built here, or "official" ones from a registry
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
             raise ConfigError("device", self.device, f"must be one of {list(DEVICES)}")
+        if self.images not in IMAGE_SOURCES:
+            raise ConfigError("images", self.images, f"must be one of {list(IMAGE_SOURCES)}")
         for name in ("max_batch_size", "instances"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, getattr(self, name), "must be >= 1")
         if self.batch_delay_us < 0:
             raise ConfigError("batch_delay_us", self.batch_delay_us, "must be >= 0")
+        if self.cpus < 0:
+            raise ConfigError("cpus", self.cpus, "must be >= 0")
+
+    @property
+    def threads_per_instance(self) -> int:
+        """Intra-op threads of each instance (a worker process or a model instance): the server's CPUs shared
+        among its instances, at least one."""
+        return max(1, self.cpus // self.instances) if self.cpus else 1
+
+    @property
+    def process_threads(self) -> int:
+        """Intra-op threads of a server that runs all its instances in one process (KServe, the custom service)."""
+        return self.instances * self.threads_per_instance
+
+    @property
+    def thread_env(self) -> dict[str, str]:
+        """OpenMP/MKL pools sized like the server's own threads (torch and onnxruntime read them at start)."""
+        threads = str(self.threads_per_instance)
+        return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 
 @dataclass(frozen=True)
@@ -68,6 +92,7 @@ class RunSpec:
     container_argv: tuple[str, ...] = ()
     container_ports: dict[str, int] = field(default_factory=dict)  # port name -> port inside the container
     mounts: dict[str, str] = field(default_factory=dict)  # host path -> container path (read-only)
+    container_env: dict[str, str] | None = None  # the container's environment; None: `env` less host-only settings
     device: str = "cpu"  # cpu | gpu: the Docker launcher requests GPUs for "gpu" (set from ServingOptions.device)
     # Absolute glob patterns of host paths the server creates outside its workdir (e.g. Triton's hard-coded
     # /tmp/python_env_*): the process launcher removes the matching entries that appeared after the start.

@@ -44,6 +44,7 @@ class LiveServer:
     startup_s: float
     server_version: str
     runtime_image: str = ""  # the launcher's label of what ran it: an image, or a venv and its hash
+    runtime_image_kind: str = ""  # official | project (an image) | venv
     timeline: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of start/ready/stop
     restarts: int = 0
     launcher: Launcher | None = None  # the launcher that started it (exit code, log tail)
@@ -82,6 +83,7 @@ def server_session(
     log_dir: Path,
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
     cpus: tuple[int, ...] = (),
+    memory: str | None = None,
     ports: dict[str, int] | None = None,
     timeline: dict | None = None,
 ) -> Iterator[LiveServer]:
@@ -101,14 +103,17 @@ def server_session(
         def launch(chosen_ports: dict[str, int]) -> LiveServer:
             run_spec = server.run_spec(layout, spec, chosen_ports)
             endpoint = server.endpoint(spec, chosen_ports)
+            launcher.prepare(run_spec)  # a venv or image built (or found) before the start-up is timed
             started = time.monotonic()
             handle = launcher.start(run_spec, run_id=run_id, cell_id=cell_id, workdir=workdir, log_path=log_path,
-                                    cpus=cpus)
+                                    cpus=cpus, memory=memory)
             current["handle"] = handle
             _wait_ready(server, endpoint, launcher, handle, ready_timeout_s)
             startup_s = time.monotonic() - started
             return LiveServer(server, endpoint, handle, startup_s, server.version(endpoint),
-                              runtime_image=launcher.runtime_label(run_spec), timeline=timeline, launcher=launcher)
+                              runtime_image=launcher.runtime_label(run_spec),
+                              runtime_image_kind=launcher.runtime_kind(run_spec), timeline=timeline,
+                              launcher=launcher)
 
         def stop_current() -> None:
             if "handle" in current:

@@ -95,14 +95,24 @@ def recorded_handles(run_id: str | None = None) -> list[LaunchHandle]:
 class Launcher(ABC):
     name: str
 
+    def prepare(self, spec: RunSpec) -> None:
+        """Make what runs the server ready (a venv, an image) before its start-up is timed; may take minutes
+        the first time, nothing once built."""
+        return None
+
     @abstractmethod
     def start(self, spec: RunSpec, *, run_id: str, cell_id: str, workdir: Path, log_path: Path,
-              cpus: tuple[int, ...] = ()) -> LaunchHandle:
-        """Start the server detached from the caller; return at once with its handle."""
+              cpus: tuple[int, ...] = (), memory: str | None = None) -> LaunchHandle:
+        """Start the server detached from the caller on the CPU set `cpus` (empty: any) with the memory limit
+        `memory` (where the launcher can apply one); return at once with its handle."""
 
     @abstractmethod
     def runtime_label(self, spec: RunSpec) -> str:
         """What ran the server, for the results' `runtime_image` column (an image, or a venv and its hash)."""
+
+    def runtime_kind(self, spec: RunSpec) -> str:
+        """The results' `runtime_image_kind`: official | project (images) | venv."""
+        return "venv"
 
     @abstractmethod
     def exit_code(self, handle: LaunchHandle) -> int | None:

@@ -33,8 +33,13 @@ SHM_PREFIXES = ("triton_python_backend_shm_region",)
 class ProcessLauncher(Launcher):
     name = "process"
 
+    def prepare(self, spec: RunSpec) -> None:
+        ensure_runtime(spec.runtime)
+
     def start(self, spec: RunSpec, *, run_id: str, cell_id: str, workdir: Path, log_path: Path,
-              cpus: tuple[int, ...] = ()) -> LaunchHandle:
+              cpus: tuple[int, ...] = (), memory: str | None = None) -> LaunchHandle:
+        """`cpus`: the server's CPU affinity (every process it starts inherits it). `memory` is not applied: a
+        process tree's memory cannot be bounded without a container (its rows record no limit)."""
         for pattern in spec.cleanup_globs:
             if not os.path.isabs(pattern):
                 raise ConfigError("RunSpec.cleanup_globs", pattern, "must be an absolute glob pattern")

@@ -8,7 +8,8 @@ dir `bentoml serve` imports from):
     bentoml/<model file>   the artifact (hard link when possible, else a copy)
 
 `bentoml serve` is a circus arbiter that owns the listen socket (bound to 127.0.0.1) and starts
-`instances` worker processes, each with one intra-op thread. Circus calls setsid() in every worker, so the
+`instances` worker processes, each with `ServingOptions.threads_per_instance` intra-op threads (the server's
+CPUs shared among the workers, at least one). Circus calls setsid() in every worker, so the
 workers leave the arbiter's process group: the process launcher's stop also ends the descendant tree.
 BENTOML_HOME is private to the session and usage tracking is off. BentoML serves no version endpoint,
 so `version()` reports the version of the bentoml package installed in the runtime.
@@ -23,11 +24,12 @@ from importlib import metadata
 from pathlib import Path
 
 from tasks.convert import Artifact
+from tasks.images import project_image
 from tasks.runtimes import ensure_runtime
 from tasks.serve.base import Endpoint, RunSpec, Server, link_or_copy
 from tasks.spec import ModelSpec
 
-IMAGE = "serving-eval/bentoml:latest"
+IMAGE = project_image("bentoml")  # built here from docker/bentoml/ (tasks/images.py tags it by its inputs)
 CONTAINER_ROOT = "/models"
 CONTAINER_PORT = 3000
 SERVICE_CLASS = "ServingEvalModel"
@@ -113,7 +115,7 @@ class BentoMLServer(Server):
         (layout / "service.py").write_text(SERVICE_PY)
         (layout / "service.json").write_text(json.dumps({
             "service_name": self.model_name(spec), "format": artifact.format, "model_file": model_file,
-            "workers": self.options.instances, "threads": 1, "timeout_s": API_TIMEOUT_S,
+            "workers": self.options.instances, "threads": self.options.threads_per_instance, "timeout_s": API_TIMEOUT_S,
             "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in spec.inputs],
             "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in spec.outputs],
         }, indent=1))
@@ -126,13 +128,15 @@ class BentoMLServer(Server):
             runtime=self.runtime,
             argv=(*serve, "--host", "127.0.0.1", "--port", str(ports["http"]), "--working-dir", str(layout)),
             ports=dict(ports),
-            env={"BENTOML_HOME": str(layout.parent / "bentoml_home"), "BENTOML_DO_NOT_TRACK": "true"},
+            env={"BENTOML_HOME": str(layout.parent / "bentoml_home"), "BENTOML_DO_NOT_TRACK": "true",
+                 **self.options.thread_env},
             device=self.options.device,
             image=IMAGE,
             container_argv=(*serve, "--host", "0.0.0.0", "--port", str(CONTAINER_PORT),
                             "--working-dir", CONTAINER_ROOT),
             container_ports={"http": CONTAINER_PORT},
             mounts={str(layout): CONTAINER_ROOT},
+            container_env={"BENTOML_DO_NOT_TRACK": "true", **self.options.thread_env},  # BENTOML_HOME: the image's
         )
 
     def version(self, endpoint: Endpoint) -> str:

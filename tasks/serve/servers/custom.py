@@ -1,11 +1,16 @@
 """The "write it yourself" baseline: FastAPI + uvicorn over ONNX Runtime, TorchScript or a TensorFlow
-SavedModel, speaking the KServe v2 REST protocol."""
+SavedModel, speaking the KServe v2 REST protocol.
+
+One process: its intra-op threads are `ServingOptions.process_threads` (instances x the server's CPUs shared
+among them). In a container it runs from the project image of docker/custom/ with the layout at /models.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tasks.convert import Artifact
+from tasks.images import project_image
 from tasks.serve.base import RunSpec, Server, link_or_copy
 from tasks.spec import ModelSpec
 
@@ -31,7 +36,7 @@ class CustomServer(Server):
     def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
         from tasks.runtimes import REPO_ROOT
 
-        common = ("--model-name", self.model_name(spec), "--threads", str(self.options.instances),
+        common = ("--model-name", self.model_name(spec), "--threads", str(self.options.process_threads),
                   "--inputs", ",".join(t.name for t in spec.inputs),
                   "--outputs", ",".join(t.name for t in spec.outputs))
         return RunSpec(
@@ -39,7 +44,8 @@ class CustomServer(Server):
             argv=("python", str(REPO_ROOT / APP), "--host", "127.0.0.1", "--port", str(ports["http"]),
                   "--model-dir", str(layout), *common),
             ports=dict(ports),
-            image="serving-eval/custom:latest",
+            env=self.options.thread_env,
+            image=project_image(self.runtime),
             container_argv=("--model-dir", "/models", *common),
             container_ports={"http": CONTAINER_PORT},
             mounts={str(layout): "/models"},

@@ -7,9 +7,11 @@ Layout (under the session's workdir; mounted read-only at /models in a container
     kserve/inferenceservice.yaml      an InferenceService manifest for Kubernetes users (not used locally)
 
 One process serves REST (KServe v2 and v1) and gRPC v2, both bound to 127.0.0.1 (the entry script replaces
-KServe's hard-coded 0.0.0.0 / [::]). The `instances` option is the intra-op thread count (one by default):
-KServe's multi-worker mode cannot be bound to loopback. Per-request latency logging is off. KServe has no
-server-side batching for a custom model: with `dynamic_batching` the cells are skipped.
+KServe's hard-coded 0.0.0.0 / [::]). One process: its intra-op threads are `ServingOptions.process_threads`
+(instances x the server's CPUs shared among them); KServe's multi-worker mode cannot be bound to loopback.
+Per-request latency logging is off. KServe has no server-side batching for a custom model: with
+`dynamic_batching` the cells are skipped. In a container the project image of docker/kserve/ runs it (binding
+0.0.0.0 inside; the launcher publishes on 127.0.0.1), with the layout at /models.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import json
 from pathlib import Path
 
 from tasks.convert import Artifact
+from tasks.images import project_image
 from tasks.runtimes import REPO_ROOT
 from tasks.serve.base import RunSpec, Server, link_or_copy
 from tasks.spec import ModelSpec
 
 ENTRY = "docker/kserve/server.py"
-IMAGE = "serving-eval/kserve:latest"
+IMAGE = project_image("kserve")  # built here from docker/kserve/ (tasks/images.py tags it by its inputs)
 CONTAINER_ROOT = "/models"
 CONTAINER_PORTS = {"http": 8080, "grpc": 8081}
 MANIFEST = "inferenceservice.yaml"
@@ -59,13 +62,14 @@ class KServeServer(Server):
         """The entry script's arguments (the same locally, in a container and in the manifest)."""
         return ("--model_dir", model_dir, "--model_name", self.model_name(spec), "--bind_host", host,
                 "--http_port", str(ports["http"]), "--grpc_port", str(ports["grpc"]),
-                "--threads", str(self.options.instances), "--enable_latency_logging", "false")
+                "--threads", str(self.options.process_threads), "--enable_latency_logging", "false")
 
     def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
         return RunSpec(
             runtime=self.runtime,
             argv=("python", str(REPO_ROOT / ENTRY), *self.server_args(str(layout), spec, "127.0.0.1", ports)),
             ports=dict(ports),
+            env=self.options.thread_env,
             device=self.options.device,
             image=IMAGE,
             container_argv=self.server_args(CONTAINER_ROOT, spec, "0.0.0.0", CONTAINER_PORTS),

@@ -4,7 +4,10 @@ TF Serving runs from the official image (`tensorflow/serving`, `-gpu` tag for de
 `tensorflow_model_server` binary installable on a CPU laptop/CI machine without Docker, so under the
 process launcher the cell is skipped with "needs Docker" unless the binary is on PATH. Note that the binary
 binds its gRPC and REST ports on all interfaces (it has no bind-address flag); under the Docker launcher
-the ports are published on 127.0.0.1 only, which is why Docker is the supported way to run it here.
+the ports are published on 127.0.0.1 only, which is why Docker is the supported way to run it here. The
+official image is the only one (there is no project-built TF Serving): where no registry serves it and the
+engine does not have it, the cells are skipped with that reason. TensorFlow's intra-op threads follow the
+server's CPUs (`ServingOptions.process_threads`), inter-op threads are one.
 
 Files written into the layout (mounted at /models in the container):
 - `models.config`: `model_config_list` text proto with container paths (`/models/<name>`);
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from tasks.convert import Artifact
 from tasks.errors import ConfigError
+from tasks.images import official_unavailable_reason
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
 from tasks.spec import ModelSpec
 
@@ -108,7 +112,9 @@ class TFServingServer(Server):
 
     def _flags(self, root: str, models_file: str, rest_port: int, grpc_port: int) -> tuple[str, ...]:
         flags = [f"--port={grpc_port}", f"--rest_api_port={rest_port}", f"--model_config_file={root}/{models_file}",
-                 f"--monitoring_config_file={root}/{MONITORING_CONFIG}"]
+                 f"--monitoring_config_file={root}/{MONITORING_CONFIG}",
+                 f"--tensorflow_intra_op_parallelism={self.options.process_threads}",
+                 "--tensorflow_inter_op_parallelism=1"]
         if self.options.dynamic_batching:
             flags += ["--enable_batching=true", f"--batching_parameters_file={root}/{BATCHING_CONFIG}"]
         return tuple(flags)
@@ -149,4 +155,6 @@ class TFServingServer(Server):
     def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
         if launcher == "process" and shutil.which(BINARY) is None:
             return NEEDS_DOCKER
+        if launcher == "docker":
+            return official_unavailable_reason(self.image)
         return None

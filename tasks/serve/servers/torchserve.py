@@ -12,7 +12,12 @@ TorchServe takes its addresses only from the properties file, so `run_spec` writ
 the ports are known. Every address (HTTP inference, management, metrics, both gRPC APIs) is bound to
 127.0.0.1; token authorisation is disabled only because of that. Batching is TorchServe's own: with
 `dynamic_batching` the model is registered with batchSize=max_batch_size and maxBatchDelay (ms); the
-`instances` option is the number of workers (one Python process each, one intra-op thread each).
+`instances` option is the number of workers (one Python process each, each with
+`ServingOptions.threads_per_instance` intra-op threads: the server's CPUs shared among the workers, at least
+one); the frontend's Netty threads follow the server's CPU count.
+
+In a container the project image of docker/torchserve/ runs it; with the run option images=official, the
+registry's TorchServe image (OFFICIAL_IMAGE) runs the same layout, where a registry serves it.
 Readiness means the model's workers are READY (management API), not just `/ping`, which answers earlier.
 """
 
@@ -29,6 +34,7 @@ from pathlib import Path
 
 from tasks.convert import Artifact
 from tasks.errors import ConfigError, ServerStartError
+from tasks.images import official_unavailable_reason, project_image
 from tasks.runtimes import REPO_ROOT, ensure_runtime, runtime_env_vars
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
 from tasks.spec import ModelSpec
@@ -36,7 +42,8 @@ from tasks.spec import ModelSpec
 HANDLER = "docker/torchserve/handler.py"
 LOG_CONFIG = "docker/torchserve/log4j2.xml"  # start-up and errors only: no access log, no per-request metrics
 HANDLER_CONFIG = "handler_config.json"
-IMAGE = "serving-eval/torchserve:latest"
+IMAGE = project_image("torchserve")  # built here from docker/torchserve/ (tasks/images.py tags it by its inputs)
+OFFICIAL_IMAGE = "pytorch/torchserve:0.12.0-cpu"  # the registry's image of the same release (images=official)
 CONTAINER_ROOT = "/models"
 # The official image's ports: inference, management, metrics, gRPC inference, gRPC management.
 CONTAINER_PORTS = {"http": 8080, "management": 8081, "metrics": 8082, "grpc_inference": 7070, "grpc_management": 7071}
@@ -84,8 +91,9 @@ class TorchServeServer(Server):
             argv=("torchserve", "--start", "--foreground", "--ts-config", str(config),
                   "--model-store", str(layout / "model_store"), "--log-config", str(layout / "log4j2.xml"), *flags),
             ports=dict(ports),
+            env=self.options.thread_env,
             device=self.options.device,
-            image=IMAGE,
+            image=self.image,
             container_argv=("torchserve", "--start", "--foreground",
                             "--ts-config", f"{CONTAINER_ROOT}/container.properties",
                             "--model-store", f"{CONTAINER_ROOT}/model_store",
@@ -93,6 +101,10 @@ class TorchServeServer(Server):
             container_ports=dict(CONTAINER_PORTS),
             mounts={str(layout): CONTAINER_ROOT},
         )
+
+    @property
+    def image(self) -> str:
+        return OFFICIAL_IMAGE if self.options.images == "official" else IMAGE
 
     def properties(self, spec: ModelSpec, addresses: dict[str, tuple[str, int]], model_store: str,
                    jvm_args: str) -> str:
@@ -126,6 +138,7 @@ class TorchServeServer(Server):
             "install_py_dep_per_model=false",  # never pip install at model load
             "enable_envvars_config=false",  # stray TS_* variables cannot change this config
             "disable_system_metrics=true",
+            *([f"number_of_netty_threads={opts.cpus}", f"netty_client_threads={opts.cpus}"] if opts.cpus else []),
             f"vmargs={jvm_args}",
         ]
         return "\n".join(lines) + "\n"
@@ -136,7 +149,7 @@ class TorchServeServer(Server):
         with tempfile.TemporaryDirectory(prefix="ts-archive-", dir=store.parent) as scratch:
             config = Path(scratch) / HANDLER_CONFIG
             config.write_text(json.dumps({
-                "threads": 1,
+                "threads": self.options.threads_per_instance,
                 "inputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in spec.inputs],
                 "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in spec.outputs],
             }))
@@ -168,6 +181,8 @@ class TorchServeServer(Server):
     def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
         if self.options.device == "gpu":
             return "device=gpu: the torchserve runtime is CPU-only (CPU build of torch, the 0.12.0-cpu image)"
+        if launcher == "docker" and self.options.images == "official":
+            return official_unavailable_reason(OFFICIAL_IMAGE)
         return None
 
 

@@ -1,20 +1,30 @@
-"""NVIDIA Triton Inference Server 2.51 (release 24.10): native backends in the container, the python backend locally.
+"""NVIDIA Triton Inference Server 2.51 (release 24.10): the python backend locally and in the project image,
+native backends in NVIDIA's official image.
 
 `write_layout` writes two model repositories side by side, because the server does not know its launcher:
 
-    triton/native/<model>/config.pbtxt     native backends, for the official image (Docker launcher):
+    triton/native/<model>/config.pbtxt     native backends, for the official image (launcher=docker, images=official):
     triton/native/<model>/1/model.onnx       onnxruntime_onnx | model.pt pytorch_libtorch |
                                              model.savedmodel/ tensorflow_savedmodel | model.plan tensorrt_plan
-    triton/python/<model>/config.pbtxt     the python backend, for the process launcher (onnx, torchscript only)
+    triton/python/<model>/config.pbtxt     the python backend, for the process launcher and the project image
+                                           (onnx, torchscript only)
     triton/python/<model>/1/model.py         docker/triton/python_model.py (ONNX Runtime or TorchScript)
     triton/python/<model>/1/model.onnx|.pt   the same file as in native/ (a hard link where possible)
 
 The process launcher runs the real `tritonserver` 2.51.0 binary that the nvidia-pytriton 0.7.0 wheel ships in
 the `triton` runtime venv; that build has only the python backend. `run_spec` prepares a private backend
 folder `triton/backends/python/` (the wheel's backend plus the python-backend stub for the venv's Python) and
-points `--model-repository` at `python/`; the container command points at `native/`, mounted at /models.
+points `--model-repository` at `python/`. In a container the whole layout is mounted read-only at /models: the
+project image (docker/triton/, the same wheel's server with its backend folder made at build time) serves
+/models/python; the official NVIDIA image (`OFFICIAL_IMAGE`, run option images=official, where a registry
+serves it) serves /models/native.
 
-Formats savedmodel and tensorrt have no python-backend model: the process launcher cannot serve them.
+Threads follow the server's CPUs: each of the `instances` model instances runs
+`ServingOptions.threads_per_instance` intra-op threads (python backend: the model's `num_threads`; native
+ONNX Runtime / libtorch backends: their intra-op thread parameters).
+
+Formats savedmodel and tensorrt have no python-backend model: the process launcher and the project image
+cannot serve them.
 `skip_reason(launcher, fmt=...)` says so when given the format (an optional keyword on top of the base
 interface; callers that do not pass it get the launcher-level reason only). Without that check a process run
 of such a format still fails cleanly at start: its process argv points at `native/`, and the wheel's server
@@ -43,12 +53,14 @@ from pathlib import Path
 
 from tasks.convert import Artifact
 from tasks.errors import ConfigError
+from tasks.images import official_unavailable_reason, project_image
 from tasks.runtimes import REPO_ROOT, RuntimeEnv, ensure_runtime
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, link_or_copy
 from tasks.spec import ModelSpec, TensorSpec
 
 TRITON_VERSION = "2.51.0"
-IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"  # the official image of Triton 2.51.0, with the native backends
+IMAGE = project_image("triton")  # built here from docker/triton/ (the wheel's server, python backend)
+OFFICIAL_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"  # NVIDIA's image of Triton 2.51.0, with the native backends
 CONTAINER_ROOT = "/models"
 CONTAINER_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
 MODEL_VERSION = "1"
@@ -61,7 +73,6 @@ BUNDLED_LIBS_DIR = "nvidia_pytriton.libs"  # the wheel's vendored shared librari
 SHM_PREFIX = "triton_python_backend_shm_region_"  # the python backend's default; the launcher cleans this prefix
 PYTHON_ENV_GLOB = "/tmp/python_env_*"  # made by the python backend at a hard-coded path (TMPDIR is not used)
 EXIT_TIMEOUT_S = 5  # graceful drain on SIGTERM, below the launcher's grace period
-PYTHON_BACKEND_THREADS = 1  # intra-op threads per model instance: `instances` is the parallelism knob
 
 # format -> (platform, file or folder name in the version directory)
 NATIVE = {
@@ -72,6 +83,8 @@ NATIVE = {
 }
 # format -> python_model.py engine: the formats the process runtime can serve
 PYTHON_ENGINES = {"onnx": "onnxruntime", "torchscript": "torchscript"}
+# native platform -> its backend's intra-op thread parameter
+NATIVE_THREAD_PARAMETER = {"onnxruntime_onnx": "intra_op_thread_count", "pytorch_libtorch": "INTRA_OP_THREAD_COUNT"}
 DATA_TYPES = {
     "float32": "TYPE_FP32", "float16": "TYPE_FP16", "float64": "TYPE_FP64", "int64": "TYPE_INT64",
     "int32": "TYPE_INT32", "int8": "TYPE_INT8", "uint8": "TYPE_UINT8", "bool": "TYPE_BOOL",
@@ -134,10 +147,13 @@ class TritonServer(Server):
             if fmt not in PYTHON_ENGINES:
                 raise ConfigError("format", fmt, f"the python backend serves only {sorted(PYTHON_ENGINES)}")
             params = {"engine": PYTHON_ENGINES[fmt], "model_filename": NATIVE[fmt][1],
-                      "num_threads": str(PYTHON_BACKEND_THREADS)}
+                      "num_threads": str(opts.threads_per_instance)}
             return model_config(name, spec, backend="python", kind="KIND_CPU", parameters=params, **common)
         kind = "KIND_GPU" if opts.device == "gpu" else "KIND_CPU"
-        return model_config(name, spec, platform=NATIVE[fmt][0], kind=kind, **common)
+        platform = NATIVE[fmt][0]
+        params = {NATIVE_THREAD_PARAMETER[platform]: str(opts.threads_per_instance)} \
+            if platform in NATIVE_THREAD_PARAMETER and opts.device == "cpu" else None
+        return model_config(name, spec, platform=platform, kind=kind, parameters=params, **common)
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
         self.check_format(artifact.format)
@@ -183,24 +199,36 @@ class TritonServer(Server):
         ld_path = [str(p) for p in (paths["python_lib"], paths["bundled_libs"]) if p]
         if os.environ.get("LD_LIBRARY_PATH"):
             ld_path.append(os.environ["LD_LIBRARY_PATH"])
-        container_argv = (
-            "tritonserver", f"--model-repository={CONTAINER_ROOT}",
-            f"--http-port={CONTAINER_PORTS['http']}", f"--grpc-port={CONTAINER_PORTS['grpc']}",
-            f"--metrics-port={CONTAINER_PORTS['metrics']}",
-            *(("--pinned-memory-pool-byte-size=0",) if self.options.device == "cpu" else ()),
-            *self._common_flags(),
-        )
         return RunSpec(
             runtime=self.runtime,
             argv=argv,
             ports=dict(ports),
-            env={"LD_LIBRARY_PATH": os.pathsep.join(ld_path), "PYTHONDONTWRITEBYTECODE": "1"},
-            image=IMAGE,
-            container_argv=container_argv,
+            env={"LD_LIBRARY_PATH": os.pathsep.join(ld_path), "PYTHONDONTWRITEBYTECODE": "1",
+                 **self.options.thread_env},
+            image=self.image,
+            container_argv=self.container_argv(),
             container_ports=dict(CONTAINER_PORTS),
-            mounts={str((layout / NATIVE_DIR).resolve()): CONTAINER_ROOT},
+            mounts={str(layout.resolve()): CONTAINER_ROOT},
             device=self.options.device,
             cleanup_globs=(PYTHON_ENV_GLOB,),
+        )
+
+    @property
+    def image(self) -> str:
+        return OFFICIAL_IMAGE if self.options.images == "official" else IMAGE
+
+    def container_argv(self) -> tuple[str, ...]:
+        """The container's command: the project image's entry point is its tritonserver with the backend folder
+        made at build time, serving the python-backend repository; the official image serves the native one."""
+        official = self.options.images == "official"
+        return (
+            *(("tritonserver",) if official else ()),
+            f"--model-repository={CONTAINER_ROOT}/{NATIVE_DIR if official else PYTHON_DIR}",
+            f"--http-port={CONTAINER_PORTS['http']}", f"--grpc-port={CONTAINER_PORTS['grpc']}",
+            f"--metrics-port={CONTAINER_PORTS['metrics']}",
+            *(("--allow-gpu-metrics=false", "--allow-cpu-metrics=true") if not official else ()),
+            *(("--pinned-memory-pool-byte-size=0",) if self.options.device == "cpu" else ()),
+            *self._common_flags(),
         )
 
     @staticmethod
@@ -211,15 +239,18 @@ class TritonServer(Server):
     def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
         """Why this server cannot run under `launcher` (and, when given, for artifact format `fmt`) here."""
         if fmt == "tensorrt" and self.options.device != "gpu":
-            return "device=cpu: a TensorRT plan needs an NVIDIA GPU (device=gpu, launcher=docker)"
-        if launcher != "process":
-            return None
+            return "device=cpu: a TensorRT plan needs an NVIDIA GPU (device=gpu, launcher=docker, images=official)"
+        if launcher == "docker" and self.options.images == "official":
+            return official_unavailable_reason(OFFICIAL_IMAGE)
+        where = "the local triton runtime" if launcher == "process" else "the project's triton image"
+        official = "launcher=docker with images=official (NVIDIA's image, where a registry serves it)"
         if self.options.device == "gpu":
-            return ("device=gpu: the local triton runtime is CPU-only (python backend with CPU builds of "
-                    "torch and onnxruntime); run with launcher=docker")
+            return (f"device=gpu: {where} is CPU-only (python backend with CPU builds of torch and onnxruntime); "
+                    f"run with {official}")
         if fmt is not None and fmt not in PYTHON_ENGINES:
-            return (f"needs Docker: format {fmt} needs Triton's native backend, which the local tritonserver "
-                    f"(nvidia-pytriton wheel) lacks; it serves {sorted(PYTHON_ENGINES)}; run with launcher=docker")
+            prefix = "needs Docker: " if launcher == "process" else ""
+            return (f"{prefix}format {fmt} needs Triton's native backend, which {where} (the nvidia-pytriton "
+                    f"wheel's tritonserver) lacks; it serves {sorted(PYTHON_ENGINES)}; run with {official}")
         return None
 
     def server_side_counts(self, endpoint: Endpoint) -> dict[str, float]:

@@ -1,0 +1,92 @@
+"""The engine module: why an engine cannot be started, the PID file that makes a stop safe, and the engine the
+session uses (started by the project's own files when none answered)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tasks import docker_engine
+from tasks.docker_engine import (
+    EngineHandle,
+    EngineUnavailable,
+    engine_answers,
+    pid_file,
+    recorded_engine,
+    start_blocker,
+    start_engine,
+    stop_engine,
+)
+
+
+@pytest.fixture()
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVING_EVAL_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def test_blockers_say_why(monkeypatch, tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    assert "DOCKER_HOST=tcp://127.0.0.1:1" in start_blocker()
+    monkeypatch.delenv("DOCKER_HOST")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert "dockerd is not installed" in start_blocker() and "apt-get install docker.io" in start_blocker()
+    monkeypatch.setattr(docker_engine.shutil, "which", lambda name: "/usr/sbin/dockerd")
+    monkeypatch.setattr(docker_engine.os, "geteuid", lambda: 1000)
+    assert "must run as root" in start_blocker()
+
+
+def test_no_engine_and_none_startable_is_one_clear_error(monkeypatch, tmp_path, private_cache):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'none.sock'}")
+    with pytest.raises(EngineUnavailable, match="no Docker engine answers at unix://.*none.sock and none can be"):
+        start_engine()
+
+
+def test_stop_signals_only_the_process_it_started(private_cache):
+    """A recorded PID whose process start time differs (the PID was reused) is never signalled."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pid_file().write_text(json.dumps({"host": "unix:///x", "pid": sleeper.pid, "create_time": 1.0,
+                                          "log_path": ""}))
+        assert recorded_engine() is None and not pid_file().exists()  # not ours: forgotten, not killed
+        assert stop_engine() is False and sleeper.poll() is None
+        import psutil
+
+        mine = EngineHandle(host="unix:///x", pid=sleeper.pid, create_time=psutil.Process(sleeper.pid).create_time())
+        pid_file().write_text(json.dumps(mine.__dict__))
+        assert recorded_engine() == mine
+        assert stop_engine(grace_s=5) is True  # ours: SIGTERM, reaped
+        assert sleeper.wait(timeout=5) == -15 and not pid_file().exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_an_engine_elsewhere_not_answering_never_stops_ours(monkeypatch, tmp_path, private_cache):
+    """DOCKER_HOST pointing at a dead engine is an error; the dockerd this module started is left running."""
+    import psutil
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ours = EngineHandle(host="unix:///var/run/docker.sock", pid=sleeper.pid,
+                            create_time=psutil.Process(sleeper.pid).create_time())
+        pid_file().write_text(json.dumps(ours.__dict__))
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'none.sock'}")
+        with pytest.raises(EngineUnavailable):
+            start_engine()
+        assert sleeper.poll() is None and recorded_engine() == ours
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.integration
+def test_the_session_has_an_engine(docker_engine):
+    """The session fixture found an engine or started dockerd itself (and stops that one by its PID at the end)."""
+    assert engine_answers()
+    info = docker_engine.info()
+    assert info["Driver"] == "overlay2" and info["ServerVersion"]
+    assert start_engine().started_here is False  # one answers: nothing more is started, and nothing to stop

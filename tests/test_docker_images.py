@@ -1,0 +1,151 @@
+"""Images: tagged by the hash of what went into them and reused; the host's CPU torch wheel inside; the CA build
+option; and a real build that takes its extra CAs from the option."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tasks import images
+from tasks.errors import ConfigError, RuntimeBuildError
+from tasks.images import (
+    CA_ENV,
+    ImageRef,
+    ca_files,
+    context_files,
+    ensure_image,
+    host_wheels,
+    inputs_sha256,
+    is_project_image,
+    project_image,
+)
+
+
+def test_ca_option(tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "HOST_CA_DIR", tmp_path / "host")
+    (tmp_path / "host" / "corp").mkdir(parents=True)
+    (tmp_path / "host" / "corp" / "proxy.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    assert ca_files("host") == [tmp_path / "host" / "corp" / "proxy.crt"]
+    monkeypatch.delenv(CA_ENV, raising=False)
+    assert ca_files() == ca_files("host")  # the default: the host's extra CAs
+    assert ca_files("none") == []
+    one = tmp_path / "one.crt"
+    one.write_text("x")
+    assert ca_files(str(one)) == [one]
+    assert ca_files(str(tmp_path / "host")) == [tmp_path / "host" / "corp" / "proxy.crt"]
+    for bad in (str(tmp_path / "missing.crt"), str(tmp_path / "empty")):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        with pytest.raises(ConfigError) as info:
+            ca_files(bad)
+        assert info.value.field == CA_ENV and "'host', 'none'" in info.value.rule
+
+
+def test_context_holds_the_runtimes_files_the_cpu_wheel_and_the_cas(monkeypatch, tmp_path):
+    monkeypatch.setenv(CA_ENV, "none")
+    files = context_files("custom")
+    assert {"Dockerfile", "requirements.txt", "app.py"} <= set(files)
+    assert files["requirements.txt"] == images.requirements_path("custom")  # the process launcher's very file
+    (wheel,) = [name for name in files if name.startswith("wheels/")]
+    assert wheel.startswith("wheels/torch-2.13.0+cpu-") and wheel.endswith(".whl")
+    assert not [name for name in files if name.startswith("ca/")]
+    cert = tmp_path / "proxy.crt"
+    cert.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv(CA_ENV, str(cert))
+    assert context_files("custom")["ca/00-proxy.crt"] == cert
+
+
+def test_tag_is_the_hash_of_the_inputs(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("one")
+    b.write_text("two")
+    tag = inputs_sha256({"Dockerfile": a, "requirements.txt": b}, "sha256:base", {"BASE_IMAGE": "x"})
+    assert tag == inputs_sha256({"requirements.txt": b, "Dockerfile": a}, "sha256:base", {"BASE_IMAGE": "x"})
+    assert tag != inputs_sha256({"Dockerfile": b, "requirements.txt": a}, "sha256:base", {"BASE_IMAGE": "x"})
+    assert tag != inputs_sha256({"Dockerfile": a, "requirements.txt": b}, "sha256:other", {"BASE_IMAGE": "x"})
+    assert tag != inputs_sha256({"Dockerfile": a, "requirements.txt": b}, "sha256:base", {"BASE_IMAGE": "y"})
+    b.write_text("three")
+    assert tag != inputs_sha256({"Dockerfile": a, "requirements.txt": b}, "sha256:base", {"BASE_IMAGE": "x"})
+
+
+def test_a_cuda_torch_wheel_is_refused(tmp_path, monkeypatch):
+    """Only the CPU build goes into an image: a wheel without '+cpu' is refused, naming what to change."""
+    monkeypatch.setenv("SERVING_EVAL_CACHE", str(tmp_path))
+    folder = tmp_path / "wheels" / "torch-2.13.0"
+    folder.mkdir(parents=True)
+    (folder / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"not really")
+    with pytest.raises(ConfigError, match=r"\+cpu") as info:
+        host_wheels("custom")
+    assert "PIP_FIND_LINKS" in info.value.rule
+
+
+def test_project_image_names():
+    assert project_image("kserve") == "serving-eval/kserve" and is_project_image("serving-eval/kserve:0123")
+    assert not is_project_image("nvcr.io/nvidia/tritonserver:24.10-py3")
+    ref = ImageRef("serving-eval/kserve:0123", "sha256:abc", "project")
+    assert ref.label == "serving-eval/kserve:0123@sha256:abc"
+
+
+@pytest.mark.integration
+def test_images_are_reused_and_carry_the_cpu_torch(project_images, docker_engine):
+    """A second ensure builds nothing (same tag, same id); the runtime image has the CPU torch and neither the
+    wheels nor the CA files of its build stage."""
+    for runtime, image in project_images.items():
+        again = ensure_image(runtime, docker_engine)
+        assert (again.ref, again.image_id, again.built_now) == (image.ref, image.image_id, False)
+        assert image.ref.startswith(f"serving-eval/{runtime}:")
+        labels = docker_engine.images.get(image.ref).labels
+        assert labels[images.LABEL_RUNTIME] == runtime and labels[images.LABEL_INPUTS] == image.ref.split(":")[1]
+    check = ("import torch, os; print(torch.__version__, os.path.exists('/tmp/wheels'), "
+             "os.path.exists('/usr/local/share/ca-certificates/serving-eval'))")
+    out = docker_engine.containers.run(project_images["custom"].ref, ["-c", check], entrypoint="python", remove=True)
+    assert out.decode().split() == ["2.13.0+cpu", "False", "False"]
+
+
+CA_DOCKERFILE = """\
+ARG BASE_IMAGE
+FROM ${BASE_IMAGE}
+COPY ca/ /usr/local/share/ca-certificates/serving-eval/
+RUN update-ca-certificates >/dev/null 2>&1 && python3 -m venv /v \\
+ && /v/bin/pip download --no-deps --retries 0 -d /tmp six==1.17.0
+"""
+
+
+@pytest.mark.integration
+def test_a_build_with_the_ca_option(tmp_path, monkeypatch, docker_engine):
+    """pip inside a build reaches the index through this host's TLS-inspecting proxy once the option adds the
+    host's extra CAs; without them (where the host has any) it fails on the certificate, the reason it exists."""
+    runtime = "ca-check"
+    folder = tmp_path / "docker" / runtime
+    folder.mkdir(parents=True)
+    (folder / "Dockerfile").write_text(CA_DOCKERFILE)
+    (folder / "requirements.txt").write_text("six==1.17.0\n")
+    monkeypatch.setattr(images, "DOCKER_DIR", tmp_path / "docker")
+    monkeypatch.setattr("tasks.runtimes.DOCKER_DIR", tmp_path / "docker")
+    built = []
+    try:
+        for option in ("host", "none"):
+            if option == "none" and not ca_files("host"):
+                break  # no extra CAs on this host: nothing to leave out
+            monkeypatch.setenv(CA_ENV, option)
+            try:
+                image = ensure_image(runtime, docker_engine)
+                built.append(image.ref)
+            except RuntimeBuildError as exc:
+                assert option == "none", f"the build with the host's CAs failed: {exc}"
+                assert "CERTIFICATE_VERIFY_FAILED" in str(exc)
+    finally:
+        for ref in built:
+            docker_engine.images.remove(ref, force=True)
+        shutil.rmtree(tmp_path / "docker", ignore_errors=True)
+    assert built and built[0].startswith(f"serving-eval/{runtime}:")
+
+
+@pytest.mark.integration
+def test_base_script_is_shell_clean():
+    """docker/base/build-base.sh parses (bash -n); it needs root, debootstrap and docker to run."""
+    script = Path(images.BASE_SCRIPT)
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert script.stat().st_mode & 0o111
