@@ -15,6 +15,7 @@ from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_WORKERS, STABLE_WINDOWS,
 from tasks.serve.base import DEVICES, IMAGE_SOURCES
 from tasks.serve.budget import check_budget
 from tasks.spec import catalogue
+from tasks.tune import TUNE_METHODS
 
 LAUNCHERS = ("process", "docker")
 RUN_MODES = ("concurrency", "rate", "both")  # closed loop, open loop, or both in every server session
@@ -24,6 +25,7 @@ CONCURRENCY_SWEEPS = ("list", "doubling")  # list: a cell per concurrency; doubl
 PROTOCOLS = ("default", "grpc")  # default: the server's REST protocol; grpc: its KServe v2 gRPC (`grpc_protocol`)
 MAX_BATCH_SIZE = 1024
 MAX_READY_TIMEOUT_S = 1800
+MAX_TUNE_BUDGET_S = 86400.0
 
 
 def model_names() -> list[str]:
@@ -59,6 +61,8 @@ class RunConfig:
     stability_pct: float = 10.0
     request_timeout_s: float = 10.0
     max_error_rate: float = 0.0  # a load point with errors is failed unless their fraction is below this
+    tune: str = "off"  # off | grid | quick: a serving-configuration search per server session (tasks/tune.py)
+    tune_budget_s: float = 1800.0  # the search's time budget per server session
     stop_when_stable: bool = False  # end a load point at the first stable window after min_windows
     min_windows: int = STABLE_WINDOWS
     workers: int = 1  # generator processes per load point
@@ -120,6 +124,12 @@ class RunConfig:
         bound = self.p99_bound_ms
         if bound is not None and not (isinstance(bound, (int, float)) and bound > 0):
             raise ConfigError("p99_bound_ms", self.p99_bound_ms, "must be > 0 ms or null")
+        one_of("tune", TUNE_METHODS, many=False)
+        if self.tune != "off" and self.p99_bound_ms is None:
+            raise ConfigError("p99_bound_ms", None, f"must be set (> 0 ms) when tune is {self.tune!r}: a configuration "
+                                                    "scores its best throughput with p99 within it")
+        if not (isinstance(self.tune_budget_s, (int, float)) and 0 < self.tune_budget_s <= MAX_TUNE_BUDGET_S):
+            raise ConfigError("tune_budget_s", self.tune_budget_s, f"must be > 0 and <= {MAX_TUNE_BUDGET_S:.0f} s")
         if self.rate_search and self.mode in ("rate", "both") and self.p99_bound_ms is None:
             raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when rate_search is on")
         for b in self.batch_sizes or (0,):

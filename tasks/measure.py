@@ -30,11 +30,13 @@ from tasks.results import CELL_KEY, empty_row
 from tasks.serve.base import Endpoint, ServingOptions
 from tasks.serve.budget import ServerBudget, plan_budget
 from tasks.serve.hostlock import host_lock
+from tasks.serve.knobs import DEFAULT_CONFIG_ID, apply_config, knob_values
 from tasks.serve.launchers import get_launcher
 from tasks.serve.servers import get_server
 from tasks.serve.session import server_session
 from tasks.served_check import ServedCheck, check_served_outputs
 from tasks.spec import load_spec
+from tasks.tune import Trial, estimate_config_s, search
 
 MEASUREMENT_COLUMNS = (
     "duration_s", "requests", "errors", "error_rate", "throughput_rps", "throughput_sps", "latency_ms_mean",
@@ -53,7 +55,7 @@ def base_row(run: dict, cell: dict) -> dict:
     row.update({k: run[k] for k in ("run_id", "logical_date", "started_at", "schema_version")})
     row.update(run["code"])
     row.update(run["host"])
-    row.update({k: cell[k] for k in CELL_KEY})
+    row.update({k: cell.get(k, DEFAULT_CONFIG_ID) if k == "config_id" else cell[k] for k in CELL_KEY})
     row["protocol"] = cell.get("protocol")
     return row
 
@@ -65,17 +67,33 @@ def not_measured(run: dict, cell: dict, status: str, reason: str, **extra: objec
 
 
 def measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig) -> dict:
-    """Measure every cell of one server session; return {"rows": [...], "timeline": {...}}. Every row records
-    the CPU/memory budget its server was given (tasks/serve/budget.py)."""
+    """Measure every cell of one server session; return {"rows": [...], "timeline": {...}} (and, with a
+    configuration search, "timelines" of every configuration's session and its "tuning" record). Every row
+    records the CPU/memory budget its server was given (tasks/serve/budget.py) and its serving configuration."""
     budget = plan_budget(config.server_cpus, config.server_memory, config.pin_cpus)
-    out = _measure_session(session, conversions, run, config, budget)
+    prepared = _prepare(session, conversions, run)
+    if isinstance(prepared, dict):  # nothing to serve: the cells' rows say why
+        out = prepared
+    else:
+        artifact, spec = prepared
+        options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
+                                 device=config.device, cpus=budget.cpu_count, images=config.images)
+        knobs = get_server(session["server"]).knobs
+        if config.tune == "off" or not knobs:
+            defaults = knob_values(options, knobs)
+            out = _serve(session, artifact, spec, run, config, budget, options, DEFAULT_CONFIG_ID, defaults)
+            if config.tune != "off":
+                out["tuning"] = {"session_id": session["session_id"], "server": session["server"],
+                                 "method": config.tune, "note": "this server declares no knobs: defaults only"}
+        else:
+            out = _tune(session, artifact, spec, run, config, budget, options, knobs)
     for row in out["rows"]:
         row.update(budget.row_fields(config.launcher))
     return out
 
 
-def _measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig,
-                     budget: ServerBudget) -> dict:
+def _prepare(session: dict, conversions: list[dict], run: dict) -> tuple[Artifact, object] | dict:
+    """(artifact, spec) of a session that can be served, or its rows and timeline when it cannot."""
     cells = session["cells"]
     timeline: dict = {"session_id": session["session_id"], "server": session["server"], "cells": {}}
     conv = next((c for c in conversions if c and (c["model"], c["format"]) == (session["model"], session["format"])),
@@ -92,24 +110,74 @@ def _measure_session(session: dict, conversions: list[dict], run: dict, config: 
                   f"(atol={p['atol']}, rtol={p['rtol']}); not served")
         return {"rows": [not_measured(run, c, "failed", reason, model_sha256=artifact.sha256) for c in cells],
                 "timeline": timeline}
-    spec = load_spec(session["model"])
-    options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
-                             device=config.device, cpus=budget.cpu_count, images=config.images)
+    return artifact, load_spec(session["model"])
+
+
+def _tune(session: dict, artifact: Artifact, spec, run: dict, config: RunConfig, budget: ServerBudget,
+          base: ServingOptions, knobs: tuple) -> dict:
+    """The configuration search of one server session (tasks/tune.py): one whole session per configuration,
+    every configuration's rows kept (its `config_id` and `config` columns), the best marked `best_config`."""
+    defaults = knob_values(base, knobs)
+    outs: list[dict] = []
+
+    def measure(values: dict, cid: str) -> Trial:
+        started = time.monotonic()
+        try:
+            options = apply_config(base, values, knobs)
+        except ConfigError as exc:  # a combination the server refuses (e.g. a preferred batch > max batch)
+            return Trial(dict(values), cid, None, None, 0.0, note=f"not a valid configuration: {exc}")
+        out = _serve(session, artifact, spec, run, config, budget, options, cid, values)
+        outs.append(out)
+        score, p99 = config_score(out["rows"], config.p99_bound_ms)
+        note = "" if score is not None else f"no ok point with p99 <= {config.p99_bound_ms:g} ms"
+        return Trial(dict(values), cid, score, p99, time.monotonic() - started, note=note)
+
+    result = search(config.tune, measure, knobs, defaults, budget_s=config.tune_budget_s,
+                    estimate_s=estimate_config_s(session["cells"], config.warmup_s, config.duration_s, config.workers))
+    rows = [row for out in outs for row in out["rows"]]
+    best = result.best.config_id if result.best else None
+    for row in rows:
+        row["best_config"] = best is not None and row["config_id"] == best
+    tuning = {"session_id": session["session_id"], "server": session["server"], "model": session["model"],
+              "format": session["format"], "p99_bound_ms": config.p99_bound_ms,
+              "knobs": [k.to_dict() for k in knobs], **result.to_dict()}
+    return {"rows": rows, "timeline": outs[0]["timeline"] if outs else {}, "timelines": [o["timeline"] for o in outs],
+            "tuning": tuning}
+
+
+def config_score(rows: list[dict], p99_bound_ms: float | None) -> tuple[float | None, float | None]:
+    """(best throughput, its p99) among a configuration's ok points with p99 within the bound."""
+    within = [r for r in rows if r["status"] == "ok" and r.get("throughput_rps") is not None
+              and r.get("latency_ms_p99") is not None
+              and (p99_bound_ms is None or r["latency_ms_p99"] <= p99_bound_ms)]
+    if not within:
+        return None, None
+    top = max(within, key=lambda r: r["throughput_rps"])
+    return float(top["throughput_rps"]), float(top["latency_ms_p99"])
+
+
+def _serve(session: dict, artifact: Artifact, spec, run: dict, config: RunConfig, budget: ServerBudget,
+           options: ServingOptions, cid: str, values: dict) -> dict:
+    """One server life with `options` (configuration `cid`): start, check what it serves, every load point, stop."""
+    cells = session["cells"]
+    session_id = session["session_id"] if cid == DEFAULT_CONFIG_ID else f"{session['session_id']}@{cid}"
+    timeline: dict = {"session_id": session_id, "server": session["server"], "config_id": cid, "cells": {}}
+    tag = {"config_id": cid, "config": json.dumps(values, sort_keys=True)}
     server = get_server(session["server"], options)
-    skip = server.skip_reason(config.launcher, fmt=session["format"])
+    skip = server.skip_reason(config.launcher, fmt=session["format"], spec=spec)
     if skip:
-        return {"rows": [not_measured(run, c, "skipped", skip, model_sha256=artifact.sha256) for c in cells],
+        return {"rows": [not_measured(run, c, "skipped", skip, model_sha256=artifact.sha256, **tag) for c in cells],
                 "timeline": timeline}
     gen_cpus = budget.generator_cpus
     rows: list[dict] = []
     measured: set[str] = set()  # cell ids whose rows are in `rows` (a sweep cell has one row per point)
-    served = {"model_sha256": artifact.sha256, "engine": server.engines.get(artifact.format)}
+    served = {"model_sha256": artifact.sha256, "engine": server.engines.get(artifact.format), **tag}
     log_dir = Path(run["run_dir"]) / "logs"
     check: ServedCheck | None = None
     try:
         launcher = get_launcher(config.launcher)
-        with host_lock(run["run_id"], session["session_id"]), \
-                server_session(server, artifact, spec, launcher, run_id=run["run_id"], cell_id=session["session_id"],
+        with host_lock(run["run_id"], session_id), \
+                server_session(server, artifact, spec, launcher, run_id=run["run_id"], cell_id=session_id,
                                log_dir=log_dir, ready_timeout_s=config.ready_timeout_s, cpus=budget.cpus,
                                memory=budget.memory, timeline=timeline) as live:
             check = _check_served(live, spec, artifact, config, timeline)

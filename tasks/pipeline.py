@@ -116,11 +116,13 @@ def convert_in_run(conversion: dict, started: dict, conn: ConnectionFields, log=
 def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
     """One row per planned cell: rows the sessions returned, and `failed` rows for any session that died."""
     run = started["run"]
-    rows, timelines = [], []
+    rows, timelines, tuning = [], [], []
     for out in session_outputs:
         if out:
             rows += out["rows"]
-            timelines.append(out["timeline"])
+            timelines += out.get("timelines") or [out["timeline"]]
+            if out.get("tuning"):
+                tuning.append(out["tuning"])
     for session in started["sessions"]:
         for cell in session["cells"]:
             if not rows_of(cell, rows):
@@ -129,7 +131,7 @@ def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
     finished = now_iso()
     for row in rows:
         row["finished_at"] = finished
-    return {"rows": rows, "timelines": timelines}
+    return {"rows": rows, "timelines": timelines, "tuning": tuning}
 
 
 def validate_step(started: dict, collected: dict, conversions: list[dict]) -> dict:
@@ -192,6 +194,8 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
         "validation.json": _json(validation),
         "regressions.json": _json(regressions),
         "logs/sessions.json": _json(collected["timelines"]),
+        **({"tuning.json": _json({"schema_version": SCHEMA_VERSION, "searches": collected["tuning"]})}
+           if collected.get("tuning") else {}),
         "logs/conversions.json": _json(conversions),
         "plan.json": _json({k: started[k] for k in ("config", "conversions", "sessions")}),
     }

@@ -34,11 +34,11 @@ def rows_of(cell: dict, rows: list[dict]) -> list[dict]:
 
 
 def expected_rows(sessions: list[dict], rows: list[dict]) -> int:
-    """Rows the plan accounts for: one per listed cell; per sweep cell, the rows of the points it measured (at
-    least one: a sweep that produced none still owes its failed row). Validation compares this with the table's
-    row count, and the cell key's uniqueness catches a point recorded twice."""
-    return sum(1 if c["mode"] not in SWEEP_MODES else max(1, len(rows_of(c, rows)))
-               for s in sessions for c in s["cells"])
+    """Rows the plan accounts for: per listed cell, one per serving configuration measured (one untuned); per
+    sweep cell, the rows of the points it measured in every configuration (at least one: a cell that produced
+    none still owes its failed row). Validation compares this with the table's row count, and the cell key's
+    uniqueness (configuration included) catches a point recorded twice."""
+    return sum(max(1, len(rows_of(c, rows))) for s in sessions for c in s["cells"])
 
 
 def cell_id(cell: dict) -> str:
@@ -60,6 +60,18 @@ class Plan:
 
     def to_dict(self) -> dict:
         return {"config": self.config.to_dict(), "conversions": self.conversions, "sessions": self.sessions}
+
+
+def check_tune_budget(config: RunConfig, model: str, fmt: str, server: str, cells: list[dict]) -> None:
+    """A search must fit at least one configuration (the defaults) in its time budget."""
+    from tasks.tune import estimate_config_s
+
+    one = estimate_config_s(cells, config.warmup_s, config.duration_s, config.workers)
+    if one > config.tune_budget_s:
+        raise ConfigError("tune_budget_s", config.tune_budget_s,
+                          f"must fit at least one configuration: one costs about {one:.0f} s for {model}/{fmt} on "
+                          f"{server} (a start-up and {len(cells)} planned cells of {config.warmup_s:g} + "
+                          f"{config.duration_s:g} s each, sweeps counted at their bound)")
 
 
 def model_formats(model: str, formats: tuple[str, ...]) -> list[str]:
@@ -107,6 +119,8 @@ def make_plan(config: RunConfig) -> Plan:
                 ]
                 for cell in cells:
                     cell["cell_id"] = cell_id(cell)
+                if config.tune != "off":
+                    check_tune_budget(config, model, fmt, server_name, cells)
                 sessions.append({
                     "session_id": f"{model}.{fmt}.{server_name}.{config.launcher}.{config.device}",
                     "model": model, "format": fmt, "server": server_name, "cells": cells,

@@ -9,7 +9,7 @@ from typing import Any
 
 SCHEMA_VERSION = "1.3"  # 1.1: `protocol`; 1.2: `generator_late_starts`; 1.3: see COLUMNS_SINCE
 STATUSES = ("ok", "failed", "skipped")
-CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load")
+CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id")
 
 # name -> pandas dtype. Order is the published column order.
 COLUMNS: dict[str, str] = {
@@ -26,6 +26,7 @@ COLUMNS: dict[str, str] = {
     "runtime_image_kind": "string",  # official (a registry's image) | project (built by `make images`) | venv
     "config_id": "string",  # short id of the serving configuration (knob values); "default" when untuned
     "config": "string",  # the serving configuration's knob values as JSON
+    "best_config": "boolean",  # with a configuration search: this configuration won for its server and model
     "server_cpus": "string",  # the CPUs the server was given (a count or a CPU set), as applied
     "server_memory": "string",  # the server's memory limit as applied (e.g. "4g"), or null when none
     # host
@@ -59,7 +60,7 @@ COLUMNS: dict[str, str] = {
 # Columns added in 1.3; rows of older runs read back with them empty.
 COLUMNS_SINCE = {"1.3": ("suite", "runtime_image_kind", "config_id", "config", "server_cpus", "server_memory",
                          "throughput_rps_ci_low", "throughput_rps_ci_high", "served_err_ratio", "restarts",
-                         "beyond_capacity")}
+                         "beyond_capacity", "best_config")}
 KEY_COLUMNS = ("run_id", "schema_version", *CELL_KEY, "status")
 
 

@@ -28,6 +28,8 @@ from tasks.serve.knobs import Knob, config_id, describe
 
 TUNE_METHODS = ("off", "grid", "quick")
 MIN_GAIN_PCT = 3.0
+STARTUP_ESTIMATE_S = 30.0  # a server's start-up, as the budget counts it before one was measured
+POINT_OVERHEAD_S = 2.0  # per load point: the generator's processes start, connect and are summarized
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,22 @@ class SearchResult:
 
 
 Measure = Callable[[dict[str, Any], str], Trial]  # (configuration, its id) -> the measured trial
+
+
+def estimate_config_s(cells: list[dict], warmup_s: float, duration_s: float, workers: int = 1) -> float:
+    """What one configuration of a session costs at most, from the plan: a start-up, then every load point (a
+    sweep's points counted at their bound), each warm-up + measured time + the generator's start."""
+    from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, doubling
+
+    points = 0
+    for cell in cells:
+        if cell["mode"] == "concurrency-sweep":
+            points += len(doubling(workers, int(cell["load"])))
+        elif cell["mode"] == "rate-search":
+            points += DEFAULT_MAX_POINTS
+        else:
+            points += 1
+    return STARTUP_ESTIMATE_S + points * (warmup_s + duration_s + POINT_OVERHEAD_S)
 
 
 def grid_configs(knobs: tuple[Knob, ...], defaults: dict[str, Any]) -> list[dict[str, Any]]:

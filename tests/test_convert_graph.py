@@ -86,7 +86,9 @@ def test_skipped_conversion_skips_its_cells():
     cell = {"cell_id": "c", "model": "tiny-cnn", "format": "tensorrt", "server": "triton", "launcher": "process",
             "device": "gpu", "batch_size": 1, "mode": "concurrency", "load": 1.0}
     session = {"session_id": "s", "server": "triton", "model": "tiny-cnn", "format": "tensorrt", "cells": [cell]}
-    rows = measure_session(session, [converted], run, config=None)["rows"]
+    from tasks.config import RunConfig
+
+    rows = measure_session(session, [converted], run, config=RunConfig())["rows"]
     assert [(r["status"], r["reason"][:len(SKIP_REASON)]) for r in rows] == [("skipped", SKIP_REASON)]
 
 

@@ -34,9 +34,14 @@ def test_registered_and_version_from_runtime():
     assert package_version("bentoml", "bentoml") == BENTOML_VERSION
 
 
-def test_skips_what_it_does_not_do():
+def test_skips_what_it_does_not_do(mlp_spec):
+    from tasks.spec import load_spec
+
     assert BentoMLServer().skip_reason("process") is None
-    assert "dynamic_batching" in BentoMLServer(ServingOptions(dynamic_batching=True)).skip_reason("process")
+    batching = BentoMLServer(ServingOptions(dynamic_batching=True))
+    assert batching.skip_reason("process", spec=mlp_spec) is None  # one input, one output: adaptive batching
+    reason = batching.skip_reason("process", spec=load_spec("tiny-bert"))  # two inputs
+    assert "dynamic_batching" in reason and "2 inputs" in reason
 
 
 def test_container_parameters(mlp_onnx, mlp_spec, tmp_path):

@@ -100,11 +100,14 @@ def test_each_server_sizes_its_threads(mlp_spec, mlp_onnx, mlp_torchscript, tmp_
     layout = bentoml.write_layout(mlp_onnx, mlp_spec, tmp_path / "b")
     config = json.loads((layout / "service.json").read_text())
     assert (config["workers"], config["threads"]) == (2, 2)
-    for name in ("kserve", "custom"):
-        server = get_server(name, options)
-        spec = server.run_spec(server.write_layout(mlp_onnx, mlp_spec, tmp_path / name), mlp_spec,
-                               {"http": 1, "grpc": 2})
-        assert spec.container_argv[spec.container_argv.index("--threads") + 1] == "4", name
+    kserve = get_server("kserve", options)  # one process: its threads are the instances' together
+    spec = kserve.run_spec(kserve.write_layout(mlp_onnx, mlp_spec, tmp_path / "kserve"), mlp_spec,
+                           {"http": 1, "grpc": 2})
+    assert spec.container_argv[spec.container_argv.index("--threads") + 1] == "4"
+    custom = get_server("custom", options)  # instances are uvicorn workers, each with its share of the CPUs
+    spec = custom.run_spec(custom.write_layout(mlp_onnx, mlp_spec, tmp_path / "custom"), mlp_spec, {"http": 1})
+    argv = spec.container_argv
+    assert (argv[argv.index("--workers") + 1], argv[argv.index("--threads") + 1]) == ("2", "2")
     tf = get_server("tfserving", options)
     assert "--tensorflow_intra_op_parallelism=4" in tf._flags("/m", "models.config", 1, 2)
 

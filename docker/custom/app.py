@@ -11,6 +11,7 @@ model file: `*.onnx` ONNX Runtime, `*.pt` TorchScript (torch), `*.savedmodel/` T
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import numpy as np
 SERVER_NAME = "serving-eval-custom"
 SERVER_VERSION = "0.1.0"
 LOGGED_FAILURES = 20
+CONFIG_ENV = "SERVING_EVAL_CUSTOM_APP"  # the model of the workers, when uvicorn runs several
 V2_DTYPES = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32": np.int32}
 NP_TO_V2 = {np.dtype(v).name: k for k, v in V2_DTYPES.items()}
 
@@ -147,23 +149,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model-dir", type=Path, required=True)
     parser.add_argument("--model-name", required=True)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads of each worker's engine")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes, each with the model")
     parser.add_argument("--inputs", default="", help="input names in the model's positional order (TorchScript)")
     parser.add_argument("--outputs", default="", help="output names in the model's order")
     args = parser.parse_args(argv)
 
     import uvicorn
 
-    names = [n for n in args.inputs.split(",") if n], [n for n in args.outputs.split(",") if n]
     print(f"{SERVER_NAME} {SERVER_VERSION}: loading model {args.model_name!r} from {args.model_dir} "
-          f"({args.threads} intra-op thread(s))", flush=True)
-    engine = load_engine(args.model_dir, args.threads, *names)
-    print(f"{SERVER_NAME}: {engine.version} ready; serving on {args.host}:{args.port}", flush=True)
-    app = create_app(engine, args.model_name)
+          f"({args.workers} worker(s), {args.threads} intra-op thread(s) each)", flush=True)
     # Start-up, shutdown and errors go to the log; no line per request (the access log costs the server CPU
     # while it is being measured, and the same rule holds for every stack).
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    serving = {"host": args.host, "port": args.port, "log_level": "info", "access_log": False}
+    if args.workers > 1:  # uvicorn's workers share the listening socket; each imports this module and loads the model
+        os.environ[CONFIG_ENV] = json.dumps({"model_dir": str(args.model_dir), "threads": args.threads,
+                                             "inputs": args.inputs, "outputs": args.outputs,
+                                             "model_name": args.model_name})
+        uvicorn.run(f"{Path(__file__).stem}:app_from_env", factory=True, workers=args.workers, **serving)
+        return 0
+    engine = load_engine(args.model_dir, args.threads, *split_names(args.inputs, args.outputs))
+    print(f"{SERVER_NAME}: {engine.version} ready; serving on {args.host}:{args.port}", flush=True)
+    uvicorn.run(create_app(engine, args.model_name), **serving)
     return 0
+
+
+def split_names(inputs: str, outputs: str) -> tuple[list[str], list[str]]:
+    return [n for n in inputs.split(",") if n], [n for n in outputs.split(",") if n]
+
+
+def app_from_env():
+    """The app of one uvicorn worker (several workers): the model named in $SERVING_EVAL_CUSTOM_APP."""
+    config = json.loads(os.environ[CONFIG_ENV])
+    engine = load_engine(Path(config["model_dir"]), config["threads"], *split_names(config["inputs"],
+                                                                                    config["outputs"]))
+    print(f"{SERVER_NAME}: worker {os.getpid()}: {engine.version} ready", flush=True)
+    return create_app(engine, config["model_name"])
 
 
 if __name__ == "__main__":

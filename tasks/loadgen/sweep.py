@@ -40,7 +40,7 @@ def concurrency_sweep(run_point: Callable[[LoadSettings], Measurement], base: Lo
         raise ConfigError("concurrencies", list(concurrencies), f"each must be from 1 to {MAX_CONCURRENCY}")
     if not 1 <= start <= max_concurrency <= MAX_CONCURRENCY:
         raise ConfigError("max_concurrency", max_concurrency, f"must be >= start ({start}) and <= {MAX_CONCURRENCY}")
-    plan = list(concurrencies) if concurrencies is not None else _doubling(start, max_concurrency)
+    plan = list(concurrencies) if concurrencies is not None else doubling(start, max_concurrency)
     points: list[tuple[float, Measurement]] = []
     best_rps, best_load = 0.0, None
     for c in plan:
@@ -55,7 +55,7 @@ def concurrency_sweep(run_point: Callable[[LoadSettings], Measurement], base: Lo
     return SweepResult(tuple(points), best_load, "plan exhausted")
 
 
-def _doubling(start: int, limit: int) -> list[int]:
+def doubling(start: int, limit: int) -> list[int]:
     out, c = [], start
     while c <= limit:
         out.append(c)

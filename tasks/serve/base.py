@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from tasks.convert import Artifact
 from tasks.errors import ConfigError
+from tasks.serve.knobs import Knob
 from tasks.spec import ModelSpec
 
 DEVICES = ("cpu", "gpu")
@@ -48,6 +49,9 @@ class ServingOptions:
     device: str = "cpu"
     cpus: int = 0  # how many CPUs the server is given (tasks/serve/budget.py); 0: unknown, one thread per instance
     images: str = "project"  # Docker launcher: "project" images built here, or "official" ones from a registry
+    threads: int = 0  # intra-op threads of each instance; 0: the server's CPUs shared among its instances
+    preferred_batch_sizes: tuple[int, ...] = ()  # batch sizes a dynamic batcher should aim for (Triton)
+    max_latency_ms: int = 0  # a batcher's latency budget (BentoML's max_latency_ms); 0: the server's default
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -61,11 +65,18 @@ class ServingOptions:
             raise ConfigError("batch_delay_us", self.batch_delay_us, "must be >= 0")
         if self.cpus < 0:
             raise ConfigError("cpus", self.cpus, "must be >= 0")
+        if self.threads < 0:
+            raise ConfigError("threads", self.threads, "must be >= 0 (0: the server's CPUs shared among instances)")
+        if any(b < 1 or b > self.max_batch_size for b in self.preferred_batch_sizes):
+            raise ConfigError("preferred_batch_sizes", list(self.preferred_batch_sizes),
+                              f"each must be from 1 to max_batch_size ({self.max_batch_size})")
 
     @property
     def threads_per_instance(self) -> int:
-        """Intra-op threads of each instance (a worker process or a model instance): the server's CPUs shared
-        among its instances, at least one."""
+        """Intra-op threads of each instance (a worker process or a model instance): `threads` when set, else the
+        server's CPUs shared among its instances, at least one."""
+        if self.threads:
+            return self.threads
         return max(1, self.cpus // self.instances) if self.cpus else 1
 
     @property
@@ -115,7 +126,11 @@ class Endpoint:
 
 
 class Server(ABC):
-    """One serving stack. Subclasses set the class attributes and implement the three methods."""
+    """One serving stack. Subclasses set the class attributes and implement the three methods.
+
+    `knobs` declares what a configuration search may change (tasks/serve/knobs.py, tasks/tune.py): each a
+    ServingOptions field this server honours, with the values a grid tries, in the order a quick search tries
+    them. A server without knobs is measured with its defaults only."""
 
     name: ClassVar[str]
     runtime: ClassVar[str]  # runtime folder under docker/ (process launcher)
@@ -125,6 +140,7 @@ class Server(ABC):
     port_names: ClassVar[tuple[str, ...]] = ("http",)
     ready_path: ClassVar[str] = "/v2/health/ready"
     metrics_port: ClassVar[str | None] = None
+    knobs: ClassVar[tuple[Knob, ...]] = ()
     metrics_path: ClassVar[str] = "/metrics"
 
     def __init__(self, options: ServingOptions | None = None) -> None:
@@ -161,7 +177,7 @@ class Server(ABC):
             meta = json.load(resp)
         return f"{meta.get('name', self.name)} {meta.get('version', '')}".strip()
 
-    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
-        """Why this server cannot run under `launcher` on this host (for artifact format `fmt` when given),
-        or None when it can."""
+    def skip_reason(self, launcher: str, fmt: str | None = None, spec: ModelSpec | None = None) -> str | None:
+        """Why this server cannot run under `launcher` on this host (for artifact format `fmt` and model `spec`
+        when given), or None when it can."""
         return None

@@ -35,6 +35,9 @@ class Knob:
         if not self.values:
             raise ConfigError(f"knob {self.field}: values", self.values, "must list at least one value")
 
+    def to_dict(self) -> dict:
+        return {"field": self.field, "values": [_plain(v) for v in self.values], "label": self.label}
+
 
 def knob_values(options: Any, knobs: tuple[Knob, ...]) -> dict[str, Any]:
     """The knobs' values in `options` (a ServingOptions): a configuration, JSON-ready."""

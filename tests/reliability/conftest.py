@@ -12,7 +12,12 @@ from tasks.serve.launchers.base import recorded_handles
 from tests.dagrun import serving_processes, session_temp_dirs
 from tests.helpers import shm_entries
 
-pytestmark = pytest.mark.integration
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every case here starts real processes: the whole folder is `integration` (make test-fast skips it)."""
+    for item in items:
+        if "/reliability/" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
 
 
 def project_containers() -> set[str]:

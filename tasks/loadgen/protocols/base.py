@@ -65,7 +65,7 @@ class JsonCodec(Codec):
 
     def looks_whole(self, body: bytes) -> bool:
         """The cheap check of a large response that skips the full parse."""
-        return body.startswith(b"{")
+        return body[:1] in (b"{", b"[")
 
     @abstractmethod
     def outputs_match(self, body: bytes) -> bool:

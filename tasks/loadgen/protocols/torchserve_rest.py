@@ -23,8 +23,10 @@ def rows_body(inputs: dict[str, np.ndarray]) -> bytes:
 
 
 def rows_outputs(body: bytes, output_names: list[str]) -> dict[str, np.ndarray]:
-    """The `outputs` of a response as arrays named after the spec's outputs."""
-    outputs = json.loads(body)["outputs"]
+    """The `outputs` of a response as arrays named after the spec's outputs (a bare list is the one output: what
+    a batchable BentoML API returns)."""
+    data = json.loads(body)
+    outputs = data if isinstance(data, list) else data["outputs"]
     if isinstance(outputs, dict):
         return {name: np.asarray(value, dtype=np.float64) for name, value in outputs.items()}
     if len(output_names) != 1:

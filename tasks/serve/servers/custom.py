@@ -1,8 +1,9 @@
 """The "write it yourself" baseline: FastAPI + uvicorn over ONNX Runtime, TorchScript or a TensorFlow
 SavedModel, speaking the KServe v2 REST protocol.
 
-One process: its intra-op threads are `ServingOptions.process_threads` (instances x the server's CPUs shared
-among them). In a container it runs from the project image of docker/custom/ with the layout at /models.
+`instances` uvicorn worker processes (one by default), each loading the model with
+`ServingOptions.threads_per_instance` intra-op threads (the server's CPUs shared among them, or `threads`). In a
+container it runs from the project image of docker/custom/ with the layout at /models.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from tasks.convert import Artifact
 from tasks.images import project_image
 from tasks.serve.base import RunSpec, Server, link_or_copy
+from tasks.serve.knobs import Knob
 from tasks.spec import ModelSpec
 
 APP = "docker/custom/app.py"
@@ -24,6 +26,10 @@ class CustomServer(Server):
     protocol = "kserve_v2_rest"
     formats = ("onnx", "torchscript", "savedmodel")
     engines = {"onnx": "onnxruntime", "torchscript": "torch", "savedmodel": "tensorflow"}
+    knobs = (
+        Knob("instances", (1, 2), "uvicorn worker processes, each with the model"),
+        Knob("threads", (1, 2), "the engine's intra-op threads in each worker"),
+    )
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
         self.check_format(artifact.format)
@@ -36,7 +42,8 @@ class CustomServer(Server):
     def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
         from tasks.runtimes import REPO_ROOT
 
-        common = ("--model-name", self.model_name(spec), "--threads", str(self.options.process_threads),
+        common = ("--model-name", self.model_name(spec), "--threads", str(self.options.threads_per_instance),
+                  "--workers", str(self.options.instances),
                   "--inputs", ",".join(t.name for t in spec.inputs),
                   "--outputs", ",".join(t.name for t in spec.outputs))
         return RunSpec(
@@ -52,7 +59,7 @@ class CustomServer(Server):
             device=self.options.device,
         )
 
-    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
+    def skip_reason(self, launcher: str, fmt: str | None = None, spec: ModelSpec | None = None) -> str | None:
         if self.options.device == "gpu":
             return "device=gpu: the custom runtime is built on CPU wheels (onnxruntime, torch, tensorflow-cpu)"
         return None

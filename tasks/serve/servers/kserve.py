@@ -23,6 +23,7 @@ from tasks.convert import Artifact
 from tasks.images import project_image
 from tasks.runtimes import REPO_ROOT
 from tasks.serve.base import RunSpec, Server, link_or_copy
+from tasks.serve.knobs import Knob
 from tasks.spec import ModelSpec
 
 ENTRY = "docker/kserve/server.py"
@@ -43,6 +44,9 @@ class KServeServer(Server):
     port_names = ("http", "grpc")
     ready_path = "/v2/health/ready"
     metrics_port = "http"
+    # KServe's own multi-worker mode pickles the registered model into spawned processes (an ONNX Runtime or
+    # TorchScript session does not pickle) and binds every interface, so its knob is the engine's threads.
+    knobs = (Knob("threads", (1, 2, 4), "the engine's intra-op threads (one process)"),)
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
         self.check_format(artifact.format)
@@ -108,7 +112,7 @@ class KServeServer(Server):
         }
         return yaml.safe_dump(manifest, sort_keys=False)
 
-    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
+    def skip_reason(self, launcher: str, fmt: str | None = None, spec: ModelSpec | None = None) -> str | None:
         if self.options.dynamic_batching:
             return "dynamic_batching=true: KServe has no server-side batching for a custom model"
         if self.options.device == "gpu":

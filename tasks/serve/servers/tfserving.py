@@ -27,6 +27,7 @@ from tasks.convert import Artifact
 from tasks.errors import ConfigError
 from tasks.images import official_unavailable_reason
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
+from tasks.serve.knobs import Knob
 from tasks.spec import ModelSpec
 
 TFSERVING_VERSION = "2.18.0"
@@ -86,6 +87,12 @@ class TFServingServer(Server):
     metrics_port = "http"
     metrics_path = METRICS_PATH
     ready_path = "/v1/models/<model_name>"  # per model: is_ready fills in the name and checks AVAILABLE
+    knobs = (
+        Knob("dynamic_batching", (False, True), "--enable_batching with the batching parameters file"),
+        Knob("max_batch_size", (8, 32), "batching parameters: max_batch_size"),
+        Knob("batch_delay_us", (1000, 5000), "batching parameters: batch_timeout_micros"),
+        Knob("instances", (1, 2), "batching parameters: num_batch_threads"),
+    )
 
     @property
     def image(self) -> str:
@@ -152,7 +159,7 @@ class TFServingServer(Server):
                     if v.get("state") == "AVAILABLE"]
         return f"tensorflow-serving {TFSERVING_VERSION} (model version {','.join(versions) or '?'})"
 
-    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
+    def skip_reason(self, launcher: str, fmt: str | None = None, spec: ModelSpec | None = None) -> str | None:
         if launcher == "process" and shutil.which(BINARY) is None:
             return NEEDS_DOCKER
         if launcher == "docker":

@@ -37,6 +37,7 @@ from tasks.errors import ConfigError, ServerStartError
 from tasks.images import official_unavailable_reason, project_image
 from tasks.runtimes import REPO_ROOT, ensure_runtime, runtime_env_vars
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
+from tasks.serve.knobs import Knob
 from tasks.spec import ModelSpec
 
 HANDLER = "docker/torchserve/handler.py"
@@ -63,6 +64,12 @@ class TorchServeServer(Server):
     port_names = ("http", "management", "metrics", "grpc_inference", "grpc_management")
     ready_path = "/ping"  # for messages only: is_ready asks the management API
     metrics_port = "metrics"
+    knobs = (
+        Knob("instances", (1, 2, 4), "workers (one Python process each), with the CPUs shared among them"),
+        Knob("dynamic_batching", (False, True), "TorchServe's batching: batchSize = max_batch_size"),
+        Knob("max_batch_size", (8, 32), "batchSize of the model's registration, with batching"),
+        Knob("batch_delay_us", (1000, 5000), "maxBatchDelay (rounded up to ms), with batching"),
+    )
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
         self.check_format(artifact.format)
@@ -178,7 +185,7 @@ class TorchServeServer(Server):
             info = json.load(resp)["info"]
         return f"torchserve {info['version']}"
 
-    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
+    def skip_reason(self, launcher: str, fmt: str | None = None, spec: ModelSpec | None = None) -> str | None:
         if self.options.device == "gpu":
             return "device=gpu: the torchserve runtime is CPU-only (CPU build of torch, the 0.12.0-cpu image)"
         if launcher == "docker" and self.options.images == "official":

@@ -56,6 +56,7 @@ from tasks.errors import ConfigError
 from tasks.images import official_unavailable_reason, project_image
 from tasks.runtimes import REPO_ROOT, RuntimeEnv, ensure_runtime
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, link_or_copy
+from tasks.serve.knobs import Knob
 from tasks.spec import ModelSpec, TensorSpec
 
 TRITON_VERSION = "2.51.0"
@@ -106,7 +107,7 @@ def _tensor_block(kind: str, tensors: tuple[TensorSpec, ...]) -> str:
 
 def model_config(name: str, spec: ModelSpec, *, max_batch_size: int, dynamic_batching: bool, batch_delay_us: int,
                  instances: int, kind: str, platform: str = "", backend: str = "",
-                 parameters: dict[str, str] | None = None) -> str:
+                 parameters: dict[str, str] | None = None, preferred_batch_sizes: tuple[int, ...] = ()) -> str:
     """A Triton `config.pbtxt` (text protobuf) for one model with a batch axis."""
     if bool(platform) == bool(backend):
         raise ConfigError("model_config platform/backend", (platform, backend), "exactly one must be given")
@@ -117,7 +118,9 @@ def model_config(name: str, spec: ModelSpec, *, max_batch_size: int, dynamic_bat
     text += f"max_batch_size: {max_batch_size}\n"
     text += _tensor_block("input", spec.inputs) + _tensor_block("output", spec.outputs)
     if dynamic_batching:
-        text += f"dynamic_batching {{ max_queue_delay_microseconds: {batch_delay_us} }}\n"
+        preferred = (f" preferred_batch_size: [ {', '.join(str(b) for b in preferred_batch_sizes)} ]"
+                     if preferred_batch_sizes else "")
+        text += f"dynamic_batching {{ max_queue_delay_microseconds: {batch_delay_us}{preferred} }}\n"
     text += f"instance_group [ {{ count: {instances} kind: {kind} }} ]\n"
     for key, value in (parameters or {}).items():
         text += f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}\n'
@@ -135,13 +138,21 @@ class TritonServer(Server):
     port_names = ("http", "grpc", "metrics")
     ready_path = "/v2/health/ready"  # with --strict-readiness: ready only when every model is READY
     metrics_port = "metrics"
+    knobs = (
+        Knob("instances", (1, 2, 4), "model instances (instance_group count), each with the CPUs shared among them"),
+        Knob("dynamic_batching", (False, True), "Triton's dynamic batcher"),
+        Knob("max_batch_size", (8, 32), "the model's max_batch_size (the largest batch the batcher forms)"),
+        Knob("batch_delay_us", (100, 1000, 5000), "dynamic batching: max_queue_delay_microseconds"),
+        Knob("preferred_batch_sizes", ((), (4, 8)), "dynamic batching: preferred_batch_size"),
+    )
 
     def config_text(self, spec: ModelSpec, fmt: str, *, python_backend: bool = False) -> str:
         """config.pbtxt of the native repository, or of the python-backend repository."""
         self.check_format(fmt)
         opts = self.options
         common = {"max_batch_size": opts.max_batch_size, "dynamic_batching": opts.dynamic_batching,
-                  "batch_delay_us": opts.batch_delay_us, "instances": opts.instances}
+                  "batch_delay_us": opts.batch_delay_us, "instances": opts.instances,
+                  "preferred_batch_sizes": opts.preferred_batch_sizes}
         name = self.model_name(spec)
         if python_backend:
             if fmt not in PYTHON_ENGINES:
@@ -236,7 +247,7 @@ class TritonServer(Server):
         return ("--exit-on-error=true",  # a model that fails to load ends the start-up (fail fast)
                 "--strict-readiness=true", f"--exit-timeout-secs={EXIT_TIMEOUT_S}", "--log-verbose=0")
 
-    def skip_reason(self, launcher: str, fmt: str | None = None) -> str | None:
+    def skip_reason(self, launcher: str, fmt: str | None = None, spec: ModelSpec | None = None) -> str | None:
         """Why this server cannot run under `launcher` (and, when given, for artifact format `fmt`) here."""
         if fmt == "tensorrt" and self.options.device != "gpu":
             return "device=cpu: a TensorRT plan needs an NVIDIA GPU (device=gpu, launcher=docker, images=official)"
