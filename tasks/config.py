@@ -72,6 +72,7 @@ class RunConfig:
     fail_on_regression: bool = False
     control_cell: str | None = "mlp/onnx/custom"  # model/format/server measured every night (tasks/control.py)
     confirm_regressions: bool = True  # re-measure suspected regressions before publishing (tasks/confirm.py)
+    confirm_max_neighbour_pct: float = 25.0  # above this much CPU used by other work, a re-measurement is no evidence
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RunConfig:
@@ -140,6 +141,9 @@ class RunConfig:
         one_of("s3_sse", SSE_MODES, many=False)
         if self.s3_sse == "aws:kms" and not self.s3_kms_key_id:
             raise ConfigError("s3_kms_key_id", self.s3_kms_key_id, "must name a KMS key when s3_sse is 'aws:kms'")
+        neighbour = self.confirm_max_neighbour_pct
+        if not (isinstance(neighbour, (int, float)) and 0 <= neighbour <= 100):
+            raise ConfigError("confirm_max_neighbour_pct", self.confirm_max_neighbour_pct, "must be from 0 to 100 (%)")
         if self.control_cell is not None:
             from tasks.control import parse_control
 
