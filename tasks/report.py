@@ -71,6 +71,17 @@ def render_report(rows: list[dict], parity: list[dict], validation: dict, regres
     for r in flagged:
         where = "/".join(str(r.get(k)) for k in ("model", "format", "server", "load") if r.get(k) is not None)
         parts.append(f"<li class=bad>{esc(where)}: {esc(r['metric'])} {r['baseline']:.4g} → {r['current']:.4g} "
-                     f"{esc(r['unit'])} ({r['change_pct']:+.1f} %, {esc(r['method'])})</li>")
-    parts.append("</ul>" + ("" if flagged else "<p>None.</p>") + "</body></html>")
+                     f"{esc(r['unit'])} ({'n/a' if r['change_pct'] is None else format(r['change_pct'], '+.1f')} %, "
+                     f"{esc(r['method'])})</li>")
+    parts.append("</ul>" + ("" if flagged else "<p>None.</p>"))
+    unconfirmed = [r for r in regressions.get("records", []) if r.get("verdict") == "unconfirmed"]
+    if unconfirmed:
+        parts.append(f"<p>{len(unconfirmed)} suspected regression(s) were re-measured and not confirmed "
+                     "(regressions.json says why).</p>")
+    control = regressions.get("control") or {}
+    drift = (control.get("drift") or {}).get("throughput_rps") or {}
+    if drift.get("change_pct") is not None:
+        parts.append(f"<p>Control cell {esc(str(control.get('name')))}: throughput {drift['change_pct']:+.1f} % "
+                     "against its own baseline (the host's drift).</p>")
+    parts.append("</body></html>")
     return "\n".join(parts)
