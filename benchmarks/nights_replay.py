@@ -13,9 +13,9 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from tasks.confirm import confirm_records, is_suspect
+from tasks.confirm import NEIGHBOUR_MAX_PCT, confirm_records, is_suspect
 from tasks.control import DEFAULT_CONTROL_CELL, control_row, control_summary, parse_control
-from tasks.regress import ALPHA_NIGHT, detect_regressions, regressed_pairs
+from tasks.regress import ALPHA_NIGHT, ALPHA_SUSPECT, detect_regressions, regressed_pairs
 from tasks.regress_run import count_verdicts
 
 INT_COLUMNS = ("night", "round", "batch_size", "cpu_count", "windows", "requests", "errors")
@@ -58,11 +58,12 @@ def control_cell_of(rows: list[dict], name: str = DEFAULT_CONTROL_CELL) -> dict:
             "batch_size": 1, "mode": "concurrency", "load": 1.0}
 
 
-def judge_night(night: dict, history: list[dict], verdicts: dict[str, list[dict]], *, alpha: float = ALPHA_NIGHT,
-                confirm: bool = True) -> dict:
+def judge_night(night: dict, history: list[dict], verdicts: dict[str, list[dict]], *, alpha: float | None = None,
+                confirm: bool = True, neighbour_max_pct: float = NEIGHBOUR_MAX_PCT) -> dict:
     """regressions.json of one night: judged against `history` (earlier nights' rows) and earlier verdicts,
     then confirmed from the night's recorded re-measurements."""
     rows = night["rows"]
+    alpha = alpha if alpha is not None else (ALPHA_SUSPECT if confirm else ALPHA_NIGHT)
     records = detect_regressions(rows, history, regressed=regressed_pairs(verdicts), alpha=alpha)
     control = control_cell_of(rows)
     regressions = {"records": records, **count_verdicts(records),
@@ -71,11 +72,11 @@ def judge_night(night: dict, history: list[dict], verdicts: dict[str, list[dict]
         return regressions
     order = [{"round": m["round"], "role": m["role"], "session_id": f"recorded{m['round']}"}
              for m in night["remeasured"]]
-    return confirm_records(regressions, night["remeasured"], order)
+    return confirm_records(regressions, night["remeasured"], order, neighbour_max_pct=neighbour_max_pct)
 
 
-def replay(nights: list[dict], *, alpha: float = ALPHA_NIGHT, confirm: bool = True,
-           cache: dict | None = None) -> list[dict]:
+def replay(nights: list[dict], *, alpha: float | None = None, confirm: bool = True,
+           neighbour_max_pct: float = NEIGHBOUR_MAX_PCT, cache: dict | None = None) -> list[dict]:
     """Judge each night against the nights before it, in order; the list of regressions.json dicts.
 
     `cache` (optional) maps a prefix of nights (by id) to its results, so trials sharing a history reuse them."""
@@ -87,7 +88,8 @@ def replay(nights: list[dict], *, alpha: float = ALPHA_NIGHT, confirm: bool = Tr
         if cache is not None and key in cache:
             judged = cache[key]
         else:
-            judged = judge_night(night, history, verdicts, alpha=alpha, confirm=confirm)
+            judged = judge_night(night, history, verdicts, alpha=alpha, confirm=confirm,
+                                 neighbour_max_pct=neighbour_max_pct)
             if cache is not None:
                 cache[key] = judged
         results.append(judged)
@@ -161,3 +163,37 @@ def log_spread(nights: list[dict], metric: str) -> dict[str, float]:
                 series.setdefault((row["format"], row["load"]), []).append(math.log(row[metric]))
     return {f"{fmt}/c{load:g}": 1.4826 * float(np.median(np.abs(np.asarray(v) - np.median(v))))
             for (fmt, load), v in sorted(series.items())}
+
+
+def synthetic_nights(seed: int, n: int, cv: float, cells: int = 4, tail_cv_factor: float = 2.0) -> list[dict]:
+    """`n` nights of `cells` closed-loop cells on a host whose nights vary by `cv` (log sd; the tail by
+    `tail_cv_factor` x cv), each with a re-measurement drawn alike: the same structure as the recording, for
+    comparing the detector on a quieter host than the recording's."""
+    import random
+
+    rng = random.Random(seed)
+    host = {"cpu_model": "synthetic", "cpu_count": 2, "gpu_name": None}
+    keys = [{"model": "mlp", "format": "onnx" if c % 2 == 0 else "torchscript", "server": "custom",
+             "launcher": "process", "device": "cpu", "batch_size": 1, "mode": "concurrency",
+             "load": float(1 + c // 2 * 3), "protocol": "kserve_v2_rest"} for c in range(cells)]
+
+    def row(key: dict, i: int) -> dict:
+        z, tail = rng.gauss(0, cv), rng.gauss(0, cv * tail_cv_factor)
+        tp = 1000.0 * key["load"] ** 0.5 * math.exp(z)
+        lat = key["load"] * 1000.0 / tp
+        return {**key, **host, "status": "ok", "run_id": f"syn{i:02d}", "logical_date": f"syn-{i:03d}",
+                "throughput_rps": tp, "throughput_sps": tp, "latency_ms_mean": lat, "latency_ms_p50": lat,
+                "latency_ms_p90": lat * 1.5 * math.exp(tail / 2), "latency_ms_p95": lat * 2 * math.exp(tail / 2),
+                "latency_ms_p99": lat * 3 * math.exp(tail), "latency_ms_p999": lat * 5 * math.exp(tail * 1.5),
+                "error_rate": 0.0, "errors": 0, "requests": int(tp * 2), "startup_s": 0.7 * math.exp(rng.gauss(0, cv)),
+                "cv": cv, "windows": 4}
+
+    nights = []
+    for i in range(n):
+        rows = [row(k, i) for k in keys]
+        remeasured = [{"round": 0, "role": "control", "row": row(keys[0], i), "neighbour_cpu_pct": 0.0}]
+        remeasured += [{"round": 1, "role": "suspect", "row": row(k, i), "neighbour_cpu_pct": 0.0} for k in keys]
+        remeasured.append({"round": 2, "role": "control", "row": row(keys[0], i), "neighbour_cpu_pct": 0.0})
+        nights.append({"night": i + 1, "kind": "aa", "run_id": f"syn{i:02d}", "logical_date": f"syn-{i:03d}",
+                       "rows": rows, "remeasured": remeasured})
+    return nights

@@ -137,7 +137,7 @@ def csv_row(night: int, kind: str, logical: str, run_id: str, phase: str, rnd: i
     for k in CSV_COLUMNS:
         if k not in out:
             value = row.get(k)
-            out[k] = "" if value is None else value
+            out[k] = "" if value is None else (f"{value:.5g}" if isinstance(value, float) else value)
     return out
 
 
@@ -220,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 SUITE_COPIES = 9  # 9 x the 4 recorded cells = a suite of 36 cells
+SYNTHETIC_CVS = (0.03, 0.05)
+SYNTHETIC_NIGHTS = 30
 STEP = 0.10
 WITHIN_NIGHTS = 3
 
@@ -230,29 +232,34 @@ def _rate(hits: int, total: int) -> str:
 
 def aa_figures(title: str, nights: list[dict], min_history: int) -> None:
     from benchmarks.nights_replay import alarms, replay
+    from tasks.regress import ALPHA_NIGHT
 
-    confirmed, suspected = replay(nights), replay(nights, confirm=False)
+    confirmed, unconfirmed_mode = replay(nights), replay(nights, confirm=False)
     bands = {"3-7 earlier nights": range(min_history, 8), "8+ earlier nights": range(8, len(nights))}
     per_night = max(len([r for r in c["records"] if r.get("p_value") is not None]) for c in confirmed)
     print(f"{title}: {per_night} tests a night")
     for band, idx in bands.items():
         idx = [i for i in idx if i < len(nights)]
         loud = [i for i in idx if alarms(confirmed[i])]
-        suspects = sum(bool(alarms(suspected[i])) for i in idx)
-        print(f"  {band}: nights with an alarm {_rate(len(loud), len(idx))}; with a suspect before confirmation "
-              f"{_rate(suspects, len(idx))}" + (f"; alarmed nights: {[nights[i]['run_id'] for i in loud]}"
-                                                 if loud else ""))
+        suspects = sum(any(r.get("confirmation") for r in confirmed[i]["records"]) for i in idx)
+        busy = sum(any((r.get("confirmation") or {}).get("outcome") == "host_busy" for r in confirmed[i]["records"])
+                   for i in idx)
+        without = sum(bool(alarms(unconfirmed_mode[i])) for i in idx)
+        print(f"  {band}: nights with an alarm {_rate(len(loud), len(idx))}"
+              + (f" ({[nights[i]['run_id'] for i in loud]})" if loud else "")
+              + f"; with a suspect re-measured {_rate(suspects, len(idx))} (host busy in {busy}); "
+              f"without confirmation (Holm at {100 * ALPHA_NIGHT:.0f} %) {_rate(without, len(idx))}")
 
 
 def step_figures(title: str, nights: list[dict], factors: dict, metric: str, min_history: int,
-                 cells: list[tuple]) -> None:
+                 cells: list[tuple], every: int = 1) -> None:
     """A step applied (from night s on) to one cell of the real A/A series; found within WITHIN_NIGHTS nights?"""
     from benchmarks.nights_replay import replay, scaled
 
     cache: dict = {}
     found, total, first, others = 0, 0, [], 0
     by_band = {"3-7": [0, 0], "8+": [0, 0]}
-    for start in range(min_history, len(nights) - WITHIN_NIGHTS + 1):
+    for start in range(min_history, len(nights) - WITHIN_NIGHTS + 1, every):
         for cell in cells:
             def pick(row, cell=cell):
                 return (row["model"], row["format"], row["load"]) == cell
@@ -276,7 +283,16 @@ def step_figures(title: str, nights: list[dict], factors: dict, metric: str, min
 
 
 def judge(args: argparse.Namespace) -> int:
-    from benchmarks.nights_replay import alarms, log_spread, read_nights, replay, slower, tail_slower, widened
+    from benchmarks.nights_replay import (
+        alarms,
+        log_spread,
+        read_nights,
+        replay,
+        slower,
+        synthetic_nights,
+        tail_slower,
+        widened,
+    )
     from tasks.regress import MIN_HISTORY
 
     nights = read_nights(Path(args.data))
@@ -302,6 +318,19 @@ def judge(args: argparse.Namespace) -> int:
         step_figures(f"  {label}, {len(cells)}-cell suite", aa, factors, metric, MIN_HISTORY, cells)
         step_figures(f"  {label}, {len(cells) * SUITE_COPIES}-cell suite", suite, factors, metric, MIN_HISTORY,
                      cells)
+    for cv in SYNTHETIC_CVS:
+        syn = synthetic_nights(2026, SYNTHETIC_NIGHTS, cv)
+        syn_cells = sorted({(r["model"], r["format"], r["load"]) for r in syn[0]["rows"]})
+        print(f"\nFor comparison, synthetic nights of a quieter host ({100 * cv:.0f} % night-to-night, the tail "
+              f"{200 * cv:.0f} %; {SYNTHETIC_NIGHTS} nights, re-measurements drawn alike)")
+        aa_figures(f"  {len(syn_cells)} cells", syn, MIN_HISTORY)
+        syn_suite = widened(syn, SUITE_COPIES)
+        aa_figures(f"  {len(syn_cells) * SUITE_COPIES} cells", syn_suite, MIN_HISTORY)
+        for label, factors, metric in ((f"throughput -{100 * STEP:.0f} %", slower(STEP), "throughput_rps"),
+                                       (f"p99 +{100 * STEP:.0f} % (tail only)", tail_slower(STEP),
+                                        "latency_ms_p99")):
+            step_figures(f"  {label}, {len(syn_cells) * SUITE_COPIES}-cell suite", syn_suite, factors, metric,
+                         MIN_HISTORY, syn_cells, every=2)
     print("\nThe real nights in recorded order (injected nights included), as the pipeline judged them")
     judged = replay(nights)
     for night, result in zip(nights, judged, strict=True):

@@ -19,8 +19,10 @@ same server and host, plus each row's within-run spread), on the log scale:
   baseline before them (t-test of the segment's mean against the winsorized baseline mean, one-sided per
   direction), Bonferroni over the k tried: a 10 % step too small to see in one noisy night is seen in the
   mean of its first two or three;
-- every test of the night (cells x metrics) shares one family-wise error rate, ALPHA_NIGHT, by Holm's
-  step-down procedure, separately for regressions and improvements;
+- every test of the night (cells x metrics) shares one family-wise error rate by Holm's step-down
+  procedure: ALPHA_IMPROVEMENT for improvements; for regressions ALPHA_SUSPECT when suspects are re-measured
+  before they count (the confirmation is a second, independent test: a night's false alarm needs both) and
+  ALPHA_NIGHT when they are not;
 - a significant change is a `regression` (or `improvement`) only when tonight's value differs from the
   baseline by at least the metric's minimum effect (MIN_EFFECT).
 A regression found here is a suspect: `tasks.confirm` re-measures it before the verdict is published.
@@ -47,7 +49,9 @@ MIN_EFFECT = {  # below this relative change a significant change is still no ch
 }
 DEFAULT_MIN_EFFECT = 0.05
 MIN_ERROR_RATE_CHANGE = 0.001  # error rate: an absolute change (its baseline is usually 0)
-ALPHA_NIGHT = 0.05  # family-wise error rate of one night's tests (Holm), per direction
+ALPHA_NIGHT = 0.05  # family-wise error rate of one night's regression tests (Holm) when nothing is re-measured
+ALPHA_SUSPECT = 0.5  # ... when every suspect is re-measured (tasks.confirm tests it again at ALPHA_CONFIRM)
+ALPHA_IMPROVEMENT = 0.05  # family-wise error rate of one night's improvement tests (never re-measured)
 MIN_HISTORY = 3  # fewer baseline nights: `no_history`
 SEGMENT_NIGHTS = 3  # a change may have begun up to this many nights ago (the segment always holds tonight)
 BASELINE_MAX_NIGHTS = 14
@@ -189,13 +193,17 @@ def _ratio_pct(log_change: float) -> float:
     return 100.0 * (math.exp(log_change) - 1.0)
 
 
-def judge_log_metric(metric: str, current: dict, splits: list[Split], noise: Noise) -> Test:
-    """t-tests of each candidate segment's mean (log) against its baseline; Bonferroni over the candidates."""
+def judge_log_metric(metric: str, current: dict, splits: list[Split], noise: Noise) -> dict[str, Test]:
+    """t-tests of each candidate segment's mean (log) against its baseline; Bonferroni over the candidates.
+
+    Three views of the same evidence: "bad" and "good" are told from the split most significant in that
+    direction (its baseline is the one a regression or improvement is stated against), "first" from the
+    newest night alone against every baseline night (what a no-change verdict states)."""
     import numpy as np
     from scipy import stats
 
     sign, sigma, df = bad_sign(metric), noise.sigma, noise.df
-    best = None
+    views = []
     for split in splits:
         logs = [math.log(_value(r, metric)) for r in split.baseline]
         center = winsorized_mean(logs, sigma)
@@ -205,17 +213,23 @@ def judge_log_metric(metric: str, current: dict, splits: list[Split], noise: Noi
         center_var = sigma**2 / n
         seg_mean = float(np.mean([math.log(_value(r, metric)) for r in split.segment]))
         t = (seg_mean - center) / math.sqrt((k * sigma**2 + sum(extras)) / k**2 + center_var)
-        p_bad, p_good = float(stats.t.sf(sign * t, df)), float(stats.t.sf(-sign * t, df))
-        if best is None or min(p_bad, p_good) < min(best[1], best[2]):
-            best = (split, p_bad, p_good, center, center_var, typical_se, extras[-1])
-    split, p_bad, p_good, center, center_var, typical_se, extra_now = best
+        views.append((split, float(stats.t.sf(sign * t, df)), float(stats.t.sf(-sign * t, df)), center, center_var,
+                      typical_se, extras[-1]))
     tries = len(splits)
-    delta = math.log(_value(current, metric)) - center
-    half = float(stats.t.ppf(0.975, df)) * math.sqrt(sigma**2 + extra_now + center_var)
-    method = f"segment t-test, newest {split.k} night{'s' if split.k > 1 else ''} vs {len(split.baseline)}"
-    return Test(metric, _value(current, metric), split, noise, min(1.0, p_bad * tries), min(1.0, p_good * tries),
-                math.exp(center), center, math.sqrt(center_var), typical_se, _ratio_pct(delta),
-                (_ratio_pct(delta - half), _ratio_pct(delta + half)), method)
+    p_bad = min(1.0, min(v[1] for v in views) * tries)
+    p_good = min(1.0, min(v[2] for v in views) * tries)
+
+    def test_of(view: tuple) -> Test:
+        split, _, _, center, center_var, typical_se, extra_now = view
+        delta = math.log(_value(current, metric)) - center
+        half = float(stats.t.ppf(0.975, df)) * math.sqrt(sigma**2 + extra_now + center_var)
+        method = f"segment t-test, newest {split.k} night{'s' if split.k > 1 else ''} vs {len(split.baseline)}"
+        return Test(metric, _value(current, metric), split, noise, p_bad, p_good, math.exp(center), center,
+                    math.sqrt(center_var), typical_se, _ratio_pct(delta),
+                    (_ratio_pct(delta - half), _ratio_pct(delta + half)), method)
+
+    return {"bad": test_of(min(views, key=lambda v: v[1])), "good": test_of(min(views, key=lambda v: v[2])),
+            "first": test_of(views[0])}
 
 
 def judge_error_rate(current: dict, splits: list[Split]) -> Test:
@@ -271,11 +285,13 @@ def big_enough(test: Test, sign: int) -> bool:
 
 def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
                        regressed: set[tuple[str, tuple]] | frozenset = frozenset(),
-                       metrics: tuple[str, ...] = REGRESSED_METRICS, alpha: float = ALPHA_NIGHT) -> list[dict]:
+                       metrics: tuple[str, ...] = REGRESSED_METRICS, alpha: float = ALPHA_NIGHT,
+                       alpha_improvement: float = ALPHA_IMPROVEMENT) -> list[dict]:
     """One record per (ok cell, metric) of tonight: the cell key, host and the verdict with its evidence.
 
     `history_rows` are the earlier nights' rows (already cut to before tonight's logical date and cleared of
-    exclusions); `regressed` the (run_id, comparison key) pairs judged regressions on those nights.
+    exclusions); `regressed` the (run_id, comparison key) pairs judged regressions on those nights; `alpha` the
+    night's family-wise error rate for regressions (ALPHA_SUSPECT when they will be re-measured).
     """
     histories = build_histories(history_rows, regressed)
     todo = [(row, metric) for row in current_rows if row.get("status") == "ok" for metric in metrics
@@ -283,29 +299,30 @@ def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
     splits = {(id(row), metric): candidate_splits(histories.get(comparison_key(row)), row, metric)
               for row, metric in todo}
     noises = _pooled_noises(todo, splits)
-    tests: list[tuple[dict, str, Test | None]] = []
+    tests: list[tuple[dict, str, dict[str, Test] | None]] = []
     for row, metric in todo:
         cand = splits[(id(row), metric)]
         if not cand:
             tests.append((row, metric, None))
         elif metric == "error_rate":
-            tests.append((row, metric, judge_error_rate(row, cand)))
+            test = judge_error_rate(row, cand)
+            tests.append((row, metric, {"bad": test, "good": test, "first": test}))
         else:
             noise = noises[(row["server"], host_fingerprint(row), metric)]
             tests.append((row, metric, judge_log_metric(metric, row, cand, noise)))
-    judged = [t for _, _, t in tests if t is not None]
-    bad = dict(zip(map(id, judged), holm([t.p_bad for t in judged], alpha), strict=True))
-    good = dict(zip(map(id, judged), holm([t.p_good for t in judged], alpha), strict=True))
+    judged = [views for _, _, views in tests if views is not None]
+    bad = dict(zip(map(id, judged), holm([v["bad"].p_bad for v in judged], alpha), strict=True))
+    good = dict(zip(map(id, judged), holm([v["good"].p_good for v in judged], alpha_improvement), strict=True))
     records = []
-    for row, metric, test in tests:
-        if test is None:
-            verdict = "no_history"
-        elif bad[id(test)] and big_enough(test, +1):
-            verdict = "regression"
-        elif good[id(test)] and big_enough(test, -1):
-            verdict = "improvement"
+    for row, metric, views in tests:
+        if views is None:
+            verdict, test = "no_history", None
+        elif bad[id(views)] and big_enough(views["bad"], +1):
+            verdict, test = "regression", views["bad"]
+        elif good[id(views)] and big_enough(views["good"], -1):
+            verdict, test = "improvement", views["good"]
         else:
-            verdict = "no_change"
+            verdict, test = "no_change", views["first"]
         records.append(make_record(row, metric, test, verdict, len(judged), alpha))
     return records
 

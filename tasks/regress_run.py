@@ -12,7 +12,9 @@ from __future__ import annotations
 from tasks.annotations import apply_exclusions, list_exclusions
 from tasks.control import control_cell, control_row, control_summary
 from tasks.regress import (
+    ALPHA_IMPROVEMENT,
     ALPHA_NIGHT,
+    ALPHA_SUSPECT,
     BASELINE_MAX_NIGHTS,
     MIN_EFFECT,
     MIN_HISTORY,
@@ -28,8 +30,9 @@ from tasks.store import S3Store
 HISTORY_MAX_RUNS = 120  # the newest runs before tonight that are read (baselines use at most 14 nights a cell)
 
 
-def method_summary() -> dict:
-    return {"alpha_night": ALPHA_NIGHT, "min_history": MIN_HISTORY, "segment_nights": SEGMENT_NIGHTS,
+def method_summary(alpha: float) -> dict:
+    return {"alpha_night": alpha, "alpha_improvement": ALPHA_IMPROVEMENT, "min_history": MIN_HISTORY,
+            "segment_nights": SEGMENT_NIGHTS,
             "baseline_max_nights": BASELINE_MAX_NIGHTS, "persist_nights": PERSIST_NIGHTS,
             "min_effect_pct": {k: 100 * v for k, v in MIN_EFFECT.items()},
             "describe": "per (cell, metric): t-test of the newest 1-3 nights against the baseline on the log "
@@ -48,14 +51,15 @@ def judge_run(store: S3Store, run: dict, rows: list[dict], parity_now: list[dict
     exclusions = list_exclusions(store)
     history_rows, applied = apply_exclusions(history_rows, exclusions)
     regressed = regressed_pairs(read_regression_records(store, manifests))
-    records = detect_regressions(rows, history_rows, regressed=regressed)
+    alpha = ALPHA_SUSPECT if config.confirm_regressions else ALPHA_NIGHT
+    records = detect_regressions(rows, history_rows, regressed=regressed, alpha=alpha)
     whole_runs = {e["run_id"] for e in exclusions if e["cells"] is None}
     parity_history = [p for p in read_parity_history(store, manifests=manifests) if p["run_id"] not in whole_runs]
     records += detect_parity_regressions(parity_now, parity_history, run["host"])
     control = control_cell(config)
     return {
         "schema_version": SCHEMA_VERSION, "history_runs": len(manifests),
-        "history_before": run["logical_date"], "exclusions": applied, "method": method_summary(),
+        "history_before": run["logical_date"], "exclusions": applied, "method": method_summary(alpha),
         "control": control_summary(config.control_cell, control, control_row(rows, control), records),
         **count_verdicts(records), "records": records,
     }
