@@ -15,6 +15,8 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = (
     ("conversion: small models cold vs cache hit, resnet50/bert-base", ["convert_models.py"]),
     ("load generator capacity vs wrk and Locust on nginx", ["loadgen_capacity.py"]),
+    ("regression alerts on the recorded real nights (record new ones: regression_nights.py record)",
+     ["regression_nights.py", "judge"]),
 )
 LIMIT_S = 3600
 

@@ -211,5 +211,11 @@ def confirm_run(started: dict, converted: list[dict], regressions: dict, *, meas
         return {**regressions, **count_verdicts(records), "records": records}
     control = (regressions.get("control") or {}).get("cell")
     order = remeasure_order(suspects, control)
-    measured = remeasure(order, converted, started["run"], config, measure=measure)
+    try:
+        measured = remeasure(order, converted, started["run"], config, measure=measure)
+    except Exception as exc:  # noqa: BLE001 - the run is still published; its suspects say why they stay unconfirmed
+        reason = f"the re-measurement could not run: {type(exc).__name__}: {exc}"[:500]
+        records = [{**r, "verdict": "unconfirmed", "confirmation": {"outcome": "not_run", "reason": reason}}
+                   if is_suspect(r) else r for r in regressions["records"]]
+        return {**regressions, **count_verdicts(records), "records": records}
     return confirm_records(regressions, measured, order, neighbour_max_pct=config.confirm_max_neighbour_pct)

@@ -316,3 +316,18 @@ def test_a_failed_remeasurement_does_not_confirm():
     rec = _verdict(records, format="torchscript")
     out = decide(rec, {"status": "failed", "reason": "server exited"}, None, 0.05)
     assert out["outcome"] == "not_reproduced" and "server exited" in out["reason"]
+
+
+def test_a_confirmation_that_cannot_run_leaves_the_suspects_unconfirmed_and_the_run_publishable():
+    from tasks.confirm import confirm_run
+
+    records, control = _suspect(np.random.default_rng(18))
+    started = {"config": {}, "run": {"run_id": "r", "run_dir": "/nonexistent"}}
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no runtime")
+
+    out = confirm_run(started, [], {"records": records, "control": {"cell": control}}, measure=broken)
+    rec = _verdict(out["records"], format="torchscript")
+    assert rec["verdict"] == "unconfirmed" and "no runtime" in rec["confirmation"]["reason"]
+    assert out["regressions"] == 0
