@@ -100,14 +100,14 @@ def control_drift(record: dict, measured: list[dict], control_records: dict[str,
     own baseline; None when the control has no baseline for it or was not re-measured."""
     import math
 
-    from tasks.regress import _value
+    from tasks.regress import metric_value
 
     ctrl = control_records.get(record["metric"])
     if not ctrl or not ctrl.get("stats") or ctrl["stats"].get("center_log") is None:
         return None
     rows = [m for m in measured if m["role"] == "control" and m["row"].get("status") == "ok"]
     near = [m for m in rows if abs(m["round"] - rnd) == 1] or rows
-    values = [_value(m["row"], record["metric"]) for m in near]
+    values = [metric_value(m["row"], record["metric"]) for m in near]
     logs = [math.log(v) for v in values if v is not None]
     return sum(logs) / len(logs) - ctrl["stats"]["center_log"] if logs else None
 
@@ -121,13 +121,13 @@ def decide(record: dict, row: dict | None, drift_log: float | None, alpha: float
     from scipy import stats
 
     from tasks.noise import row_se
-    from tasks.regress import MIN_ERROR_RATE_CHANGE, _errors, _value, bad_change, bad_sign, min_effect
+    from tasks.regress import MIN_ERROR_RATE_CHANGE, bad_change, bad_sign, error_count, metric_value, min_effect
 
     metric = record["metric"]
-    if row is None or row.get("status") != "ok" or _value(row, metric) is None:
+    if row is None or row.get("status") != "ok" or metric_value(row, metric) is None:
         reason = (row or {}).get("reason") or "no re-measured row"
         return {"outcome": "not_reproduced", "value": None, "reason": f"the re-measurement failed: {reason}"[:500]}
-    value = _value(row, metric)
+    value = metric_value(row, metric)
     if neighbour_cpu_pct is not None and neighbour_cpu_pct > neighbour_max_pct:
         return {"outcome": "host_busy", "value": value, "neighbour_cpu_pct": neighbour_cpu_pct,
                 "reason": f"other work used {neighbour_cpu_pct:.0f} % of the host's CPU during the re-measurement "
@@ -137,7 +137,7 @@ def decide(record: dict, row: dict | None, drift_log: float | None, alpha: float
         requests = int(row.get("requests") or 0)
         base = record["baseline"] or 0.0
         mu = requests * max(base, 1.0 / (requests + 1))
-        p = float(stats.poisson.sf(_errors(row) - 1, mu)) if _errors(row) else 1.0
+        p = float(stats.poisson.sf(error_count(row) - 1, mu)) if error_count(row) else 1.0
         survives = p < alpha and value - base >= MIN_ERROR_RATE_CHANGE
         return {"outcome": "confirmed" if survives else "not_reproduced", "value": value, "p_value": p,
                 "alpha": alpha, "reason": "re-measured error rate " + ("again" if survives else "not") +

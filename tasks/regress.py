@@ -143,7 +143,7 @@ class Split:
 
 
 def candidate_splits(hist: CellHistory | None, current: dict, metric: str) -> list[Split]:
-    nights = [] if hist is None else [n for n in hist.nights[hist.start:] if _value(n, metric) is not None]
+    nights = [] if hist is None else [n for n in hist.nights[hist.start:] if metric_value(n, metric) is not None]
     held = set() if hist is None else hist.held
     splits = []
     for k in range(1, SEGMENT_NIGHTS + 1):
@@ -176,7 +176,7 @@ class Test:
     method: str
 
 
-def _value(row: dict, metric: str) -> float | None:
+def metric_value(row: dict, metric: str) -> float | None:
     value = row.get(metric)
     if value is None or isinstance(value, bool):
         return None
@@ -205,13 +205,13 @@ def judge_log_metric(metric: str, current: dict, splits: list[Split], noise: Noi
     sign, sigma, df = bad_sign(metric), noise.sigma, noise.df
     views = []
     for split in splits:
-        logs = [math.log(_value(r, metric)) for r in split.baseline]
+        logs = [math.log(metric_value(r, metric)) for r in split.baseline]
         center = winsorized_mean(logs, sigma)
         typical_se = float(np.median([row_se(r, metric) ** 2 for r in split.baseline])) ** 0.5
         extras = [max(0.0, row_se(r, metric) ** 2 - typical_se**2) for r in split.segment]
         k, n = len(split.segment), len(split.baseline)
         center_var = sigma**2 / n
-        seg_mean = float(np.mean([math.log(_value(r, metric)) for r in split.segment]))
+        seg_mean = float(np.mean([math.log(metric_value(r, metric)) for r in split.segment]))
         t = (seg_mean - center) / math.sqrt((k * sigma**2 + sum(extras)) / k**2 + center_var)
         views.append((split, float(stats.t.sf(sign * t, df)), float(stats.t.sf(-sign * t, df)), center, center_var,
                       typical_se, extras[-1]))
@@ -221,10 +221,10 @@ def judge_log_metric(metric: str, current: dict, splits: list[Split], noise: Noi
 
     def test_of(view: tuple) -> Test:
         split, _, _, center, center_var, typical_se, extra_now = view
-        delta = math.log(_value(current, metric)) - center
+        delta = math.log(metric_value(current, metric)) - center
         half = float(stats.t.ppf(0.975, df)) * math.sqrt(sigma**2 + extra_now + center_var)
         method = f"segment t-test, newest {split.k} night{'s' if split.k > 1 else ''} vs {len(split.baseline)}"
-        return Test(metric, _value(current, metric), split, noise, p_bad, p_good, math.exp(center), center,
+        return Test(metric, metric_value(current, metric), split, noise, p_bad, p_good, math.exp(center), center,
                     math.sqrt(center_var), typical_se, _ratio_pct(delta),
                     (_ratio_pct(delta - half), _ratio_pct(delta + half)), method)
 
@@ -237,10 +237,10 @@ def judge_error_rate(current: dict, splits: list[Split]) -> Test:
     from scipy import stats
 
     split = splits[0]
-    errors_b = sum(_errors(r) for r in split.baseline)
+    errors_b = sum(error_count(r) for r in split.baseline)
     requests_b = sum(int(r.get("requests") or 0) for r in split.baseline)
     rate_b = errors_b / requests_b if requests_b else 0.0
-    errors_t, requests_t = _errors(current), int(current.get("requests") or 0)
+    errors_t, requests_t = error_count(current), int(current.get("requests") or 0)
     floor = 1.0 / (requests_b + 1)  # no errors seen in n requests still allows a rate of about 1/n
     mu = requests_t * max(rate_b, floor)
     p_bad = float(stats.poisson.sf(errors_t - 1, mu)) if errors_t else 1.0
@@ -251,7 +251,7 @@ def judge_error_rate(current: dict, splits: list[Split]) -> Test:
                 f"Poisson tail of tonight's errors at the baseline's rate ({len(split.baseline)} nights)")
 
 
-def _errors(row: dict) -> int:
+def error_count(row: dict) -> int:
     if row.get("errors") is not None:
         return int(row["errors"])
     return round(float(row.get("error_rate") or 0.0) * int(row.get("requests") or 0))
@@ -295,7 +295,7 @@ def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
     """
     histories = build_histories(history_rows, regressed)
     todo = [(row, metric) for row in current_rows if row.get("status") == "ok" for metric in metrics
-            if _value(row, metric) is not None]
+            if metric_value(row, metric) is not None]
     splits = {(id(row), metric): candidate_splits(histories.get(comparison_key(row)), row, metric)
               for row, metric in todo}
     noises = _pooled_noises(todo, splits)
@@ -333,7 +333,7 @@ def _pooled_noises(todo: list[tuple[dict, str]], splits: dict) -> dict[tuple, No
     groups: dict[tuple, dict[str, list[list[float]]]] = {}
     for row, metric in todo:
         cand = splits[(id(row), metric)]
-        logs = [math.log(_value(r, metric)) for r in cand[0].baseline] if cand and metric != "error_rate" else []
+        logs = [math.log(metric_value(r, metric)) for r in cand[0].baseline] if cand and metric != "error_rate" else []
         groups.setdefault((host_fingerprint(row), metric), {}).setdefault(row["server"], []).append(logs)
     return {(server, host, metric): noise for (host, metric), by_server in groups.items()
             for server, noise in server_noises(metric, by_server).items()}
@@ -343,7 +343,7 @@ def make_record(row: dict, metric: str, test: Test | None, verdict: str, tests: 
     meta = METRICS.get(metric)
     record = {**{k: row[k] for k in CELL_KEY}, "protocol": row_protocol(row), "host": host_fingerprint(row),
               "run_id": row.get("run_id"), "metric": metric, "unit": meta.unit if meta else "",
-              "better": meta.better if meta else "lower", "current": _value(row, metric), "verdict": verdict,
+              "better": meta.better if meta else "lower", "current": metric_value(row, metric), "verdict": verdict,
               "baseline": None, "baseline_nights": [], "history_n": 0, "change_pct": None, "change_ci_pct": None,
               "min_effect_pct": None if metric == "error_rate" else 100.0 * min_effect(metric),
               "method": "none", "segment_nights": [], "p_value": None, "p_improvement": None, "tests_tonight": tests,
