@@ -185,12 +185,15 @@ def test_a_stack_slowed_tonight_and_when_re_measured_is_a_confirmed_regression(h
 def test_a_one_off_blip_that_a_re_measurement_does_not_reproduce_is_unconfirmed(hogged_history):
     server_cls, conf, conn = hogged_history
     server_cls.duty_by_format, server_cls.starts_left = {"torchscript": 1.0}, {"torchscript": 1}  # tonight only
+    # The busy-host gate on (its default): on a shared machine a re-measurement during other work may itself be
+    # slow, and then it is no evidence (host_busy); on a quiet one it is simply not slow (not_reproduced).
+    conf = {**conf, "confirm_max_neighbour_pct": 25.0}
     summary, _ = run_pipeline(conf, run_id="blip", logical_date=night(10), conn=conn)
     store = S3Store("confirm-history", "eval", conn)
     manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/") if "run_id=blip/manifest" in k)
     regressions = read_json_object(store, manifest, "regressions.json")
     record = _torchscript(regressions)
     assert record["verdict"] == "unconfirmed", json.dumps(record, indent=1, default=str)[:3000]
-    assert record["confirmation"]["outcome"] == "not_reproduced"
+    assert record["confirmation"]["outcome"] in ("not_reproduced", "host_busy") and record["confirmation"]["reason"]
     assert record["change_pct"] < -30  # what the night measured, published next to why it is not an alarm
     assert not any(r["format"] == "torchscript" and r["metric"] == "throughput_rps" for r in summary["regressions"])
