@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tasks.confirm import NEIGHBOUR_MAX_PCT, confirm_records, is_suspect
 from tasks.control import DEFAULT_CONTROL_CELL, control_row, control_summary, parse_control
-from tasks.regress import ALPHA_NIGHT, ALPHA_SUSPECT, detect_regressions, regressed_pairs
+from tasks.regress import ALPHA_NIGHT, ALPHA_SUSPECT, detect_regressions, verdict_pairs
 from tasks.regress_run import count_verdicts
 
 INT_COLUMNS = ("night", "round", "batch_size", "cpu_count", "windows", "requests", "errors")
@@ -64,7 +64,8 @@ def judge_night(night: dict, history: list[dict], verdicts: dict[str, list[dict]
     then confirmed from the night's recorded re-measurements."""
     rows = night["rows"]
     alpha = alpha if alpha is not None else (ALPHA_SUSPECT if confirm else ALPHA_NIGHT)
-    records = detect_regressions(rows, history, regressed=regressed_pairs(verdicts), alpha=alpha)
+    records = detect_regressions(rows, history, regressed=verdict_pairs(verdicts, "regression"),
+                                 improved=verdict_pairs(verdicts, "improvement"), alpha=alpha)
     control = control_cell_of(rows)
     regressions = {"records": records, **count_verdicts(records),
                    "control": control_summary(DEFAULT_CONTROL_CELL, control, control_row(rows, control), records)}

@@ -10,7 +10,8 @@ and here):
   not excluded by an annotation (`tasks.annotations`, `python -m tasks.cli exclude`);
 - a night whose cell was judged a `regression` is held out of the cell's baseline until the regression has
   persisted for PERSIST_NIGHTS nights in a row; then the new level is accepted and the baseline restarts
-  at its first night (a reverted regression never enters the baseline);
+  at its first night (a reverted regression never enters the baseline); an improvement seen PERSIST_NIGHTS
+  nights in a row restarts the baseline the same way;
 - at most BASELINE_MAX_NIGHTS nights, the newest.
 
 How a night is judged (the noise model is `tasks.noise`: a per-metric prior, pooled over every cell of the
@@ -98,26 +99,29 @@ class CellHistory:
 
     nights: list[dict] = field(default_factory=list)
     held: set[str] = field(default_factory=set)  # run ids judged a regression, not (yet) persisted
+    improved: set[str] = field(default_factory=set)  # run ids judged an improvement
     start: int = 0  # index of the first night since the last accepted (persisted) change
 
     def accept_persisted(self) -> None:
-        """Walk the nights: a streak of PERSIST_NIGHTS held nights is accepted and restarts the baseline."""
-        streak: list[int] = []
-        for i, night in enumerate(self.nights):
-            if night["run_id"] in self.held:
+        """Walk the nights: a streak of PERSIST_NIGHTS nights judged a regression (or an improvement) is a
+        persisted change, and the baseline restarts at the streak's first night (held nights are released)."""
+        for marked in (self.held, self.improved):
+            streak: list[int] = []
+            for i, night in enumerate(self.nights):
+                if night["run_id"] not in marked:
+                    streak = []
+                    continue
                 streak.append(i)
                 if len(streak) == PERSIST_NIGHTS:
-                    self.start = streak[0]
+                    self.start = max(self.start, streak[0])
                     self.held -= {self.nights[j]["run_id"] for j in streak}
                     streak = []
-            else:
-                streak = []
 
 
-def build_histories(history_rows: list[dict], regressed: set[tuple[str, tuple]] | frozenset = frozenset()
-                    ) -> dict[tuple, CellHistory]:
-    """Per comparison key, the ok nights oldest first; `regressed` holds (run_id, comparison key) pairs of
-    nights whose cell was judged a regression (any metric)."""
+def build_histories(history_rows: list[dict], regressed: set[tuple[str, tuple]] | frozenset = frozenset(),
+                    improved: set[tuple[str, tuple]] | frozenset = frozenset()) -> dict[tuple, CellHistory]:
+    """Per comparison key, the ok nights oldest first; `regressed` and `improved` hold the (run_id, comparison
+    key) pairs of nights whose cell was judged a regression (any metric) or an improvement."""
     histories: dict[tuple, CellHistory] = {}
     ordered = sorted(history_rows, key=lambda r: (str(r.get("logical_date")), str(r.get("run_id"))))
     for row in ordered:
@@ -126,8 +130,11 @@ def build_histories(history_rows: list[dict], regressed: set[tuple[str, tuple]] 
         key = comparison_key(row)
         hist = histories.setdefault(key, CellHistory())
         hist.nights.append(row)
-        if (str(row.get("run_id")), key) in regressed:
+        pair = (str(row.get("run_id")), key)
+        if pair in regressed:
             hist.held.add(str(row["run_id"]))
+        elif pair in improved:
+            hist.improved.add(str(row["run_id"]))
     for hist in histories.values():
         hist.accept_persisted()
     return histories
@@ -285,15 +292,17 @@ def big_enough(test: Test, sign: int) -> bool:
 
 def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
                        regressed: set[tuple[str, tuple]] | frozenset = frozenset(),
+                       improved: set[tuple[str, tuple]] | frozenset = frozenset(),
                        metrics: tuple[str, ...] = REGRESSED_METRICS, alpha: float = ALPHA_NIGHT,
                        alpha_improvement: float = ALPHA_IMPROVEMENT) -> list[dict]:
     """One record per (ok cell, metric) of tonight: the cell key, host and the verdict with its evidence.
 
     `history_rows` are the earlier nights' rows (already cut to before tonight's logical date and cleared of
-    exclusions); `regressed` the (run_id, comparison key) pairs judged regressions on those nights; `alpha` the
+    exclusions); `regressed` and `improved` the (run_id, comparison key) pairs judged regressions and
+    improvements on those nights (`verdict_pairs`); `alpha` the
     night's family-wise error rate for regressions (ALPHA_SUSPECT when they will be re-measured).
     """
-    histories = build_histories(history_rows, regressed)
+    histories = build_histories(history_rows, regressed, improved)
     todo = [(row, metric) for row in current_rows if row.get("status") == "ok" for metric in metrics
             if metric_value(row, metric) is not None]
     splits = {(id(row), metric): candidate_splits(histories.get(comparison_key(row)), row, metric)
@@ -368,12 +377,12 @@ def make_record(row: dict, metric: str, test: Test | None, verdict: str, tests: 
     return record
 
 
-def regressed_pairs(records_by_run: dict[str, list[dict]]) -> set[tuple[str, tuple]]:
-    """(run_id, comparison key) of every cell judged a regression in those runs' regressions.json records."""
+def verdict_pairs(records_by_run: dict[str, list[dict]], verdict: str = "regression") -> set[tuple[str, tuple]]:
+    """(run_id, comparison key) of every cell with a record of `verdict` in those runs' regressions.json."""
     pairs = set()
     for run_id, records in records_by_run.items():
         for rec in records:
-            if rec.get("verdict") == "regression" and all(k in rec for k in CELL_KEY):
+            if rec.get("verdict") == verdict and all(k in rec for k in CELL_KEY):
                 host = rec.get("host", "")
                 pairs.add((run_id, (*[rec[k] for k in CELL_KEY], rec.get("protocol") or row_protocol(rec), host)))
     return pairs

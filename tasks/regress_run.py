@@ -22,7 +22,7 @@ from tasks.regress import (
     SEGMENT_NIGHTS,
     detect_parity_regressions,
     detect_regressions,
-    regressed_pairs,
+    verdict_pairs,
 )
 from tasks.results import SCHEMA_VERSION
 from tasks.store import S3Store
@@ -50,9 +50,10 @@ def judge_run(store: S3Store, run: dict, rows: list[dict], parity_now: list[dict
     history_rows = history.astype(object).where(history.notna(), None).to_dict("records")
     exclusions = list_exclusions(store)
     history_rows, applied = apply_exclusions(history_rows, exclusions)
-    regressed = regressed_pairs(read_regression_records(store, manifests))
+    earlier = read_regression_records(store, manifests)
     alpha = ALPHA_SUSPECT if config.confirm_regressions else ALPHA_NIGHT
-    records = detect_regressions(rows, history_rows, regressed=regressed, alpha=alpha)
+    records = detect_regressions(rows, history_rows, regressed=verdict_pairs(earlier, "regression"),
+                                 improved=verdict_pairs(earlier, "improvement"), alpha=alpha)
     whole_runs = {e["run_id"] for e in exclusions if e["cells"] is None}
     parity_history = [p for p in read_parity_history(store, manifests=manifests) if p["run_id"] not in whole_runs]
     records += detect_parity_regressions(parity_now, parity_history, run["host"])

@@ -217,6 +217,16 @@ def test_a_regressed_night_stays_out_of_the_baseline_until_it_persists():
     assert record["verdict"] == "no_change" and 550 < record["baseline"] < 650
 
 
+def test_an_improvement_seen_three_nights_in_a_row_becomes_the_baseline():
+    rng = np.random.default_rng(19)
+    history = _series(rng, 1000, 10) + [_row(10 + i, 1500.0) for i in range(PERSIST_NIGHTS)]
+    key = comparison_key(history[0])
+    improved = {(f"r{10 + i}", key) for i in range(PERSIST_NIGHTS)}
+    assert build_histories(history, improved=improved)[key].start == 10
+    back = _verdict(detect_regressions([_row(20, 1000.0)], history, improved=improved))
+    assert back["verdict"] == "regression" and back["baseline"] == pytest.approx(1500.0)  # back to the old level
+
+
 def test_a_segment_finds_a_step_no_single_night_shows():
     """Two nights 8 % down on a 3 % host: tonight alone is not enough, the two together are."""
     history = [_row(i, 1000.0 * (1 + CV * z)) for i, z in enumerate([0.3, -1, 1, 0.5, -0.5, 0, 1.2, -1.2, 0.2, -0.2])]
