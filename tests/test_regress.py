@@ -99,8 +99,8 @@ def test_a_step_on_recorded_nights_is_found_on_its_first_night_and_confirmed(aa)
 
 def test_the_recorded_injected_nights(nights):
     """In recorded order: the one-off blip is re-measured and not reproduced; the step nights' slowed TorchScript
-    stack is suspected and, on this busy host, unconfirmed for that reason (with the gate off, confirmed on one
-    of the three nights); the neighbour hog of the host night slowed nothing enough to be suspected."""
+    stack is suspected and, on this busy host, unconfirmed for that reason (with the gate off, confirmed); the
+    neighbour hog of the host night raises no alarm."""
     run_ids = [n["run_id"] for n in nights]
     kinds = {n["run_id"]: n["kind"] for n in nights}
     judged = dict(zip(run_ids, replay(nights), strict=True))
