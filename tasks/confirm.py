@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tasks.control import CONTROL_MATCH
 from tasks.plan import cell_id
 
 CONFIRM_PREFIX = "confirm"
@@ -32,8 +31,8 @@ CELL_FIELDS = ("model", "format", "server", "launcher", "device", "batch_size", 
 def remeasure_order(suspects: list[dict], control: dict | None) -> list[dict]:
     """Sessions to run, in order: the control first, then each suspect session followed by the control.
 
-    `suspects` are rows or cells (the cell key and protocol are read); a suspect session that is the control's
-    own session re-measures the control too, and the control is not run again right after it.
+    `suspects` are rows or cells (the cell key and protocol are read). Every suspect session has a control
+    session right before and right after it (also when it re-measures the control cell itself).
     """
     groups: dict[tuple, list[dict]] = {}
     for cell in suspects:
@@ -45,10 +44,8 @@ def remeasure_order(suspects: list[dict], control: dict | None) -> list[dict]:
     if control_cell:
         order.append(_session(len(order), "control", [control_cell]))
     for cells in groups.values():
-        holds_control = control_cell is not None and any(
-            all(c[k] == control_cell[k] for k in (*CONTROL_MATCH, "batch_size", "mode", "load")) for c in cells)
         order.append(_session(len(order), "suspect", cells))
-        if control_cell and not holds_control:
+        if control_cell:
             order.append(_session(len(order), "control", [control_cell]))
     return order
 
