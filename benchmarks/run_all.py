@@ -16,6 +16,8 @@ BENCHMARKS = (
     ("conversion: small models cold vs cache hit, resnet50/bert-base", ["convert_models.py"]),
     ("load generator capacity vs wrk and Locust on nginx", ["loadgen_capacity.py"]),
     ("the same server as a process and in a container: throughput and p99", ["process_vs_container.py"]),
+    ("regression alerts on the recorded real nights (record new ones: regression_nights.py record)",
+     ["regression_nights.py", "judge"]),
 )
 LIMIT_S = 3600
 

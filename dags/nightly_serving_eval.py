@@ -4,8 +4,9 @@ validate the results and publish them to S3.
 Every night at 02:00 UTC, or from the trigger form. `plan` checks every input first (bad input fails it alone,
 before anything is converted or started). Each mapped `measure` task is one server session (start, all its
 load points, stop) in the `serving_eval_host` pool, one at a time per host, so no two servers are ever up
-together. Failed cells are published (run marked partial, or failed when nothing could be measured) and then
-fail the run in `check`.
+together. Suspected regressions are re-measured by `confirm`, in the same pool, before they are published.
+Failed cells are published (run marked partial, or failed when nothing could be measured) and then fail the
+run in `check`.
 """
 
 from __future__ import annotations
@@ -161,6 +162,18 @@ def _connection(conn_id: str):
         "fail_on_regression": suite_param("boolean",
                                     title="Fail the run when a metric regressed against the history",
                                     section="Outcome"),
+        "confirm_regressions": suite_param("boolean", title="Re-measure suspected regressions before publishing them",
+                                           description="only a change that survives a re-measurement (fresh server, "
+                                                       "next to the control cell) is a regression", section="Outcome"),
+        "confirm_max_neighbour_pct": suite_param("number", minimum=0, maximum=100,
+                                                 title="Most host CPU other work may use during a re-measurement, %",
+                                                 description="above it the re-measurement is no evidence and the "
+                                                             "suspect stays unconfirmed (100: never)",
+                                                 section="Outcome"),
+        "control_cell": suite_param("string", pattern="^([^/]+/[^/]+/[^/]+|none)$",
+                                    title="Control cell (model/format/server), measured every night",
+                                    description="tells 'the host got slower' from 'this stack got slower' "
+                                                f"(default {D.control_cell}); none: no control", section="Outcome"),
     },
 )
 def nightly_serving_eval():
@@ -222,6 +235,12 @@ def nightly_serving_eval():
 
         return regress_step(started, collected, list(converted), _connection(started["config"]["aws_conn_id"]))
 
+    @task(pool=HOST_POOL, max_active_tis_per_dag=1)
+    def confirm(started: dict, converted: list[dict], regressed: dict) -> dict:
+        from tasks.pipeline import confirm_step
+
+        return confirm_step(started, list(converted), regressed)
+
     @task(outlets=[PUBLISHED_RUNS])
     def publish(started: dict, collected: dict, converted: list[dict], validation: dict, regressed: dict) -> dict:
         from tasks.pipeline import publish_step
@@ -251,7 +270,8 @@ def nightly_serving_eval():
     measured = measure.partial(started=started, converted=converted).expand(session=sessions(started))
     collected = collect(started, measured)
     validation = validate(started, collected, converted)
-    summary = publish(started, collected, converted, validation, regressions(started, collected, converted))
+    confirmed = confirm(started, converted, regressions(started, collected, converted))
+    summary = publish(started, collected, converted, validation, confirmed)
     before >> started
     summary >> sweep_run_leftovers() << before
     check(summary)

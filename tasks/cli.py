@@ -1,6 +1,8 @@
 """Command line: run the pipeline without a scheduler, run the demo, start a local Airflow, read the store.
 
     python -m tasks.cli run --conf '{"servers": ["custom"]}'   # the steps in order, no Airflow
+    python -m tasks.cli run --logical-date 2026-03-01           # a backfill: judged against earlier nights only
+    python -m tasks.cli exclude RUN_ID [--cell CELL_ID ...] --reason TEXT   # keep a run out of baselines
     python -m tasks.cli demo                                    # `airflow dags test` against an embedded S3
     python -m tasks.cli airflow                                 # the Airflow UI on 127.0.0.1:8080
     python -m tasks.cli plan --suite nightly --conf '{...}'     # the cells a run would measure; nothing runs
@@ -29,7 +31,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tasks.errors import ServingEvalError
+from tasks.errors import ConfigError, ServingEvalError
 from tasks.proctree import create_time_of, terminate_tree
 from tasks.runtimes import REPO_ROOT
 
@@ -198,8 +200,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         params = {"suite": args.suite, **params}
     conn = connection_from_env(RunConfig.from_params(params).aws_conn_id)
     now = datetime.now(UTC)
-    run_id = args.run_id or f"cli__{now.strftime('%Y%m%dT%H%M%S')}"
-    summary, rows = run_pipeline(params, run_id=run_id, logical_date=now.isoformat(), conn=conn)
+    logical = parse_logical_date_arg(args.logical_date) if args.logical_date else now
+    default_id = f"cli__backfill__{logical.strftime('%Y%m%dT%H%M')}" if args.logical_date else \
+        f"cli__{now.strftime('%Y%m%dT%H%M%S')}"
+    summary, rows = run_pipeline(params, run_id=args.run_id or default_id, logical_date=logical.isoformat(),
+                                 conn=conn)
     print_summary(to_frame(rows))
     print(json.dumps(summary, indent=2))
     problems = run_problems(summary)
@@ -210,6 +215,55 @@ def cmd_run(args: argparse.Namespace) -> int:
     for problem in dict.fromkeys(problems):
         print(f"not fully ok: {problem}", file=sys.stderr)
     return EXIT_NOT_OK if problems else EXIT_OK
+
+
+def parse_logical_date_arg(value: str) -> datetime:
+    """`YYYY-MM-DD` or `YYYY-MM-DDTHH:MM` (UTC) -> an aware datetime."""
+    import re
+
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2})?", value):
+        raise ConfigError("--logical-date", value, "must be YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)")
+    try:
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    except ValueError as exc:
+        raise ConfigError("--logical-date", value, f"must be a real date and time ({exc})") from exc
+
+
+def conf_store(conf: str | None):
+    """The result store named by a --conf JSON's s3_bucket, s3_prefix and aws_conn_id (the run's defaults)."""
+    from tasks.config import RunConfig
+    from tasks.pipeline import result_store
+    from tasks.store import connection_from_env
+
+    config = RunConfig.from_params(json.loads(conf or "{}"))
+    return result_store(config, connection_from_env(config.aws_conn_id))
+
+
+def cmd_exclude(args: argparse.Namespace) -> int:
+    from tasks.annotations import add_exclusion
+
+    exclusion = add_exclusion(conf_store(args.conf), args.run, args.cell, args.reason)
+    what = f"cells {exclusion['cells']}" if exclusion["cells"] else "the whole run"
+    print(f"excluded {what} of run {exclusion['run_id']} from baselines (exclusion {exclusion['id']}): "
+          f"{exclusion['reason']}")
+    return 0
+
+
+def cmd_exclusions(args: argparse.Namespace) -> int:
+    from tasks.annotations import list_exclusions
+
+    for e in list_exclusions(conf_store(args.conf)):
+        print(f"{e['id']}  {e['run_id']}  {','.join(e['cells']) if e['cells'] else '(whole run)'}  "
+              f"{e['created_at'][:16]} {e['created_by']}: {e['reason']}")
+    return 0
+
+
+def cmd_include(args: argparse.Namespace) -> int:
+    from tasks.annotations import remove_exclusion
+
+    exclusion = remove_exclusion(conf_store(args.conf), args.exclusion_id)
+    print(f"removed exclusion {exclusion['id']} of run {exclusion['run_id']}")
+    return 0
 
 
 def cmd_airflow(args: argparse.Namespace) -> int:
@@ -415,7 +469,21 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--conf", help="JSON of Params (see the DAG); they override the suite's")
     run.add_argument("--suite", help="suites/<name>.yaml to run (default: none, the built-in defaults)")
     run.add_argument("--run-id")
+    run.add_argument("--logical-date", help="YYYY-MM-DD[THH:MM] (UTC), for backfills; default now")
     run.set_defaults(func=cmd_run)
+    exclude = sub.add_parser("exclude", help="exclude a published run (or some of its cells) from baselines")
+    exclude.add_argument("run", help="the run id")
+    exclude.add_argument("--cell", action="append", help="a cell id (tasks.plan.cell_id); repeat; default all")
+    exclude.add_argument("--reason", required=True, help="why (shown next to the baselines)")
+    exclude.add_argument("--conf", help="JSON with the store Params (s3_bucket, s3_prefix, aws_conn_id)")
+    exclude.set_defaults(func=cmd_exclude)
+    exclusions = sub.add_parser("exclusions", help="list the exclusions in the store")
+    exclusions.add_argument("--conf", help="JSON with the store Params (s3_bucket, s3_prefix, aws_conn_id)")
+    exclusions.set_defaults(func=cmd_exclusions)
+    include = sub.add_parser("include", help="remove an exclusion (by its id)")
+    include.add_argument("exclusion_id")
+    include.add_argument("--conf", help="JSON with the store Params (s3_bucket, s3_prefix, aws_conn_id)")
+    include.set_defaults(func=cmd_include)
     af = sub.add_parser("airflow", help="start Airflow (standalone) on 127.0.0.1 with an embedded S3")
     af.add_argument("--port", type=int, default=8080)
     af.add_argument("--s3-port", type=int, default=None)

@@ -81,6 +81,9 @@ class RunConfig:
     share_artifacts: bool = True
     fail_on_cell_failure: bool = True
     fail_on_regression: bool = False
+    control_cell: str | None = "mlp/onnx/custom"  # model/format/server measured every night (tasks/control.py)
+    confirm_regressions: bool = True  # re-measure suspected regressions before publishing (tasks/confirm.py)
+    confirm_max_neighbour_pct: float = 25.0  # above this much CPU used by other work, a re-measurement is no evidence
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RunConfig:
@@ -94,6 +97,8 @@ class RunConfig:
         if unknown:
             raise ConfigError(unknown[0], params[unknown[0]], f"is not a Param; Params are {sorted(known)}")
         values = {k: v for k, v in params.items() if k in known and v is not None}
+        if str(params.get("control_cell", "")).lower() in ("none", "off"):
+            values["control_cell"] = None  # "none" turns the control off (a null means "the suite's, or default")
         for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates"):
             if name in values:
                 if isinstance(values[name], (str, int, float)):
@@ -168,6 +173,17 @@ class RunConfig:
         one_of("s3_sse", SSE_MODES, many=False)
         if self.s3_sse == "aws:kms" and not self.s3_kms_key_id:
             raise ConfigError("s3_kms_key_id", self.s3_kms_key_id, "must name a KMS key when s3_sse is 'aws:kms'")
+        neighbour = self.confirm_max_neighbour_pct
+        if not (isinstance(neighbour, (int, float)) and 0 <= neighbour <= 100):
+            raise ConfigError("confirm_max_neighbour_pct", self.confirm_max_neighbour_pct, "must be from 0 to 100 (%)")
+        if self.control_cell is not None:
+            from tasks.control import parse_control
+
+            model, fmt, server = parse_control(self.control_cell)
+            for name, value, allowed in (("model", model, model_names()), ("format", fmt, FORMATS),
+                                         ("server", server, server_names())):
+                if value not in allowed:
+                    raise ConfigError("control_cell", self.control_cell, f"its {name} must be one of {list(allowed)}")
         if not self.aws_conn_id:
             raise ConfigError("aws_conn_id", self.aws_conn_id, "must name an Airflow connection")
 

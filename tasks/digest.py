@@ -59,7 +59,7 @@ def render_markdown(digest: dict) -> str:
     for r in digest["regressions"]:
         where = "/".join(str(r.get(k)) for k in ("model", "format", "server", "load") if r.get(k) is not None)
         lines.append(f"- {where}: {r['metric']} {r['baseline']:.4g} → {r['current']:.4g} {r['unit']} "
-                     f"({r['change_pct']:+.1f} %, {r['method']})")
+                     f"({'n/a' if r['change_pct'] is None else format(r['change_pct'], '+.1f')} %, {r['method']})")
     if not digest["regressions"]:
         lines.append("None.")
     return "\n".join(lines) + "\n"

@@ -2,11 +2,13 @@
 
     from tasks.history import read_runs
     frame = read_runs(store)            # every published run's results, with a `dt` column (hive partition)
+    frame = read_runs(store, before="2026-03-01T02:00:00+00:00")   # only runs strictly before that logical date
 """
 
 from __future__ import annotations
 
 import io
+from datetime import UTC, datetime
 
 from tasks.errors import ConfigError
 from tasks.publish import MANIFEST
@@ -15,15 +17,27 @@ from tasks.store import S3Store
 READABLE_STATUSES = ("complete", "partial")
 
 
-def list_manifests(store: S3Store, statuses: tuple[str, ...] = READABLE_STATUSES) -> list[dict]:
-    """Every run's manifest under the store's `runs/` prefix, oldest first."""
+def parse_logical_date(value: str) -> datetime:
+    """An ISO date or date-time; one without a zone is UTC (what the CLI and Airflow write)."""
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def list_manifests(store: S3Store, statuses: tuple[str, ...] = READABLE_STATUSES, before: str | None = None
+                   ) -> list[dict]:
+    """Every run's manifest under the store's `runs/` prefix, oldest first; with `before`, only the runs whose
+    logical date is strictly earlier (the history of a run, backfills included, never holds later nights)."""
+    cut = parse_logical_date(before) if before else None
     manifests = []
     for key in store.list_keys(store.key("runs") + "/"):
         if key.endswith("/" + MANIFEST):
             manifest = store.get_json(key)
-            if manifest.get("status") in statuses:
-                manifests.append(manifest)
-    return sorted(manifests, key=lambda m: (m["logical_date"], m["run_id"]))
+            if manifest.get("status") not in statuses:
+                continue
+            if cut is not None and parse_logical_date(manifest["logical_date"]) >= cut:
+                continue
+            manifests.append(manifest)
+    return sorted(manifests, key=lambda m: (parse_logical_date(m["logical_date"]), m["run_id"]))
 
 
 def read_results(store: S3Store, manifest: dict):
@@ -34,11 +48,15 @@ def read_results(store: S3Store, manifest: dict):
     return frame
 
 
-def read_runs(store: S3Store, statuses: tuple[str, ...] = READABLE_STATUSES, exclude_run_id: str | None = None):
-    """All published runs' results as one DataFrame (hive partition `dt` added), oldest run first."""
+def read_runs(store: S3Store, statuses: tuple[str, ...] = READABLE_STATUSES, exclude_run_id: str | None = None,
+              before: str | None = None, manifests: list[dict] | None = None):
+    """All published runs' results as one DataFrame (hive partition `dt` added), oldest run first; `before`:
+    only runs with an earlier logical date; `manifests`: exactly these runs."""
     import pandas as pd
 
-    frames = [read_results(store, m) for m in list_manifests(store, statuses) if m["run_id"] != exclude_run_id]
+    if manifests is None:
+        manifests = list_manifests(store, statuses, before)
+    frames = [read_results(store, m) for m in manifests if m["run_id"] != exclude_run_id]
     if not frames:
         from tasks.results import COLUMNS
 
@@ -46,10 +64,12 @@ def read_runs(store: S3Store, statuses: tuple[str, ...] = READABLE_STATUSES, exc
     return pd.concat(frames, ignore_index=True)
 
 
-def read_parity_history(store: S3Store, exclude_run_id: str | None = None) -> list[dict]:
-    """Parity records of every published run, each with its run's logical date and host fingerprint."""
+def read_parity_history(store: S3Store, exclude_run_id: str | None = None, before: str | None = None,
+                        manifests: list[dict] | None = None) -> list[dict]:
+    """Parity records of every published run (or of `manifests`), each with its run's logical date and host
+    fingerprint."""
     records = []
-    for manifest in list_manifests(store):
+    for manifest in list_manifests(store, before=before) if manifests is None else manifests:
         if manifest["run_id"] == exclude_run_id or not any(o["name"] == "parity.json" for o in manifest["objects"]):
             continue
         host = manifest.get("provenance", {}).get("host", {})
@@ -111,3 +131,12 @@ def duckdb_connection(store: S3Store):
     con = duckdb.connect()
     con.register_filesystem(fs)
     return con
+
+
+def read_regression_records(store: S3Store, manifests: list[dict]) -> dict[str, list[dict]]:
+    """run_id -> the records of its regressions.json (runs published without one are left out)."""
+    found = {}
+    for manifest in manifests:
+        if any(o["name"] == "regressions.json" for o in manifest["objects"]):
+            found[manifest["run_id"]] = store.get_json(f"{manifest['prefix']}/regressions.json").get("records", [])
+    return found

@@ -21,6 +21,7 @@ class Metric:
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("throughput_rps", "req/s", HIGHER, "Throughput"),
     Metric("throughput_sps", "samples/s", HIGHER, "Samples per second"),
+    Metric("latency_ms_mean", "ms", LOWER, "Latency mean"),
     Metric("latency_ms_p50", "ms", LOWER, "Latency p50"),
     Metric("latency_ms_p90", "ms", LOWER, "Latency p90"),
     Metric("latency_ms_p95", "ms", LOWER, "Latency p95"),

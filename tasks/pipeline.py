@@ -1,7 +1,8 @@
 """The pipeline's steps as plain functions: what the DAG's tasks and the CLI call, in this order.
 
     start_run -> convert_step (per conversion) -> measure_session (per server session, one at a time)
-    -> collect_results -> validate_step -> publish_step -> check_outcome
+    -> collect_results -> validate_step -> regress_step -> confirm_step (re-measures suspects, one server at a
+    time) -> publish_step -> check_outcome
 
 Inputs and outputs are JSON-ready dicts, so they travel through XCom unchanged.
 """
@@ -143,23 +144,20 @@ def validate_step(started: dict, collected: dict, conversions: list[dict]) -> di
 
 
 def regress_step(started: dict, collected: dict, conversions: list[dict], conn: ConnectionFields) -> dict:
-    """Compare tonight's figures with the history in the store (same cell key, same host)."""
-    from tasks.history import read_parity_history, read_runs
-    from tasks.regress import detect_parity_regressions, detect_regressions
+    """Compare tonight's figures with the history in the store (same cell key, same host, earlier logical dates,
+    exclusions left out); suspected regressions still need `confirm_step`."""
+    from tasks.regress_run import judge_run
 
     config = RunConfig.from_params(started["config"])
-    run = started["run"]
-    store = result_store(config, conn)
-    history = read_runs(store, exclude_run_id=run["run_id"])
-    history_rows = history.astype(object).where(history.notna(), None).to_dict("records")
-    records = detect_regressions(collected["rows"], history_rows)
     parity_now = [c["parity"] for c in conversions if c and c.get("parity")]
-    records += detect_parity_regressions(parity_now, read_parity_history(store, exclude_run_id=run["run_id"]),
-                                         run["host"])
-    regressions = [r for r in records if r["verdict"] == "regression"]
-    return {"schema_version": SCHEMA_VERSION, "history_runs": int(history["run_id"].nunique()) if len(history) else 0,
-            "regressions": len(regressions), "improvements": sum(r["verdict"] == "improvement" for r in records),
-            "records": records}
+    return judge_run(result_store(config, conn), started["run"], collected["rows"], parity_now, config)
+
+
+def confirm_step(started: dict, conversions: list[dict], regressions: dict) -> dict:
+    """Re-measure every suspected regression (fresh sessions, with the control cell) before it is published."""
+    from tasks.confirm import confirm_run
+
+    return confirm_run(started, conversions, regressions)
 
 
 def run_status(collected: dict, validation: dict) -> str:
@@ -288,7 +286,7 @@ def run_pipeline(params: dict, *, run_id: str, logical_date: str, conn: Connecti
         measured = [measure_session(s, converted, started["run"], config) for s in started["sessions"]]
         collected = collect_results(started, measured)
         validation = validate_step(started, collected, converted)
-        regressions = regress_step(started, collected, converted, conn)
+        regressions = confirm_step(started, converted, regress_step(started, collected, converted, conn))
         return publish_step(started, collected, converted, validation, conn, regressions), collected["rows"]
     finally:
         sweep_leftovers(run_id)

@@ -125,4 +125,26 @@ def make_plan(config: RunConfig) -> Plan:
                     "session_id": f"{model}.{fmt}.{server_name}.{config.launcher}.{config.device}",
                     "model": model, "format": fmt, "server": server_name, "cells": cells,
                 })
+    add_control(config, conversions, sessions)
     return Plan(config, conversions, sessions)
+
+
+def add_control(config: RunConfig, conversions: list[dict], sessions: list[dict]) -> None:
+    """Plan the control cell (tasks/control.py) as its own session when the run's cells do not measure it."""
+    from tasks.control import CONTROL_SESSION_PREFIX, control_cell, covered
+
+    control = control_cell(config)
+    if control is None or covered([c for s in sessions for c in s["cells"]], control):
+        return
+    spec, server = load_spec(control["model"]), get_server(control["server"])
+    if control["format"] not in reachable_formats(spec.source_kind) or control["format"] not in server.formats:
+        raise ConfigError("control_cell", config.control_cell,
+                          f"server {server.name!r} must serve format {control['format']!r} and model "
+                          f"{control['model']!r} must convert to it")
+    check_conversion(spec, control["format"])
+    if {"model": control["model"], "format": control["format"]} not in conversions:
+        conversions.append({"model": control["model"], "format": control["format"]})
+    cell = {**control, "protocol": server.protocol}
+    cell["cell_id"] = cell_id(cell)
+    sessions.append({"session_id": CONTROL_SESSION_PREFIX + cell["cell_id"], "model": control["model"],
+                     "format": control["format"], "server": control["server"], "cells": [cell], "role": "control"})

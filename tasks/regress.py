@@ -1,57 +1,63 @@
-"""Regression detection over the history in the store, per cell key, host and metric.
+"""Regression detection over the history in the store, per cell key, host and metric, with one false-alarm
+budget for the whole night.
 
-Every metric's good direction comes from `tasks.metrics.METRICS`. History is matched on the cell key and the
-host fingerprint (CPU model and count, GPU), so another machine is never compared as if it were the same.
+Every metric's good direction comes from `tasks.metrics.METRICS`. History is matched on the cell key, the
+protocol and the host fingerprint (CPU model and count, GPU), so another machine is never compared.
 
-- Enough history (>= CHANGEPOINT_MIN_HISTORY earlier nights): a change point is sought in the last
-  RECENT_WINDOW nights. For each candidate split the newest segment (which holds tonight) is tested against
-  the baseline segment before it (Student's t-test, or a prediction-interval t-test for tonight alone, as
-  Otava/Hunter test segments); the baseline is the history since its own last change point (ruptures, PELT),
-  so an older, accepted shift does not pollute it. A change is reported when the Bonferroni-corrected p is
-  below ALPHA and the change of the newest segment's mean is at least the metric's minimum.
-- Short history: a noise band, median ± NOISE_BAND_K · 1.4826 · MAD of the history, plus the minimum change.
+What forms a cell's baseline (history hygiene, applied before this module by `tasks.pipeline.regress_step`
+and here):
+- only runs strictly before the run's logical date (a backfill is never compared with later nights), and
+  not excluded by an annotation (`tasks.annotations`, `python -m tasks.cli exclude`);
+- a night whose cell was judged a `regression` is held out of the cell's baseline until the regression has
+  persisted for PERSIST_NIGHTS nights in a row; then the new level is accepted and the baseline restarts
+  at its first night (a reverted regression never enters the baseline); an improvement seen PERSIST_NIGHTS
+  nights in a row restarts the baseline the same way;
+- at most BASELINE_MAX_NIGHTS nights, the newest.
+
+How a night is judged (the noise model is `tasks.noise`: a per-metric prior, pooled over every cell of the
+same server and host, plus each row's within-run spread), on the log scale:
+- for k = 1..SEGMENT_NIGHTS, the newest k nights (tonight and the k-1 before it) are tested against the
+  baseline before them (t-test of the segment's mean against the winsorized baseline mean, one-sided per
+  direction), Bonferroni over the k tried: a 10 % step too small to see in one noisy night is seen in the
+  mean of its first two or three;
+- every test of the night (cells x metrics) shares one family-wise error rate by Holm's step-down
+  procedure: ALPHA_IMPROVEMENT for improvements; for regressions ALPHA_SUSPECT when suspects are re-measured
+  before they count (the confirmation is a second, independent test: a night's false alarm needs both) and
+  ALPHA_NIGHT when they are not;
+- a significant change is a `regression` (or `improvement`) only when tonight's value differs from the
+  baseline by at least the metric's minimum effect (MIN_EFFECT).
+A regression found here is a suspect: `tasks.confirm` re-measures it before the verdict is published.
+
+Every record states tonight's value, the baseline value and the nights it came from (run ids and dates),
+the noise, the method, and the change of tonight against the baseline with its 95 % interval.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 
 from tasks.metrics import HIGHER, METRICS
+from tasks.noise import Noise, row_se, server_noises, winsorized_mean
 from tasks.results import CELL_KEY
 
-CHANGEPOINT_MIN_HISTORY = 8
-NOISE_BAND_MIN_HISTORY = 3
-ALPHA = 0.02  # significance of a change point (after Bonferroni); the A/A test keeps false alarms under 1 %
-RECENT_WINDOW = 3  # a change point may lie up to this many nights back (the newest segment holds tonight)
-NOISE_BAND_K = 4.0
-MIN_REL_CHANGE = {  # below this a change is noise whatever its p-value (a fraction of the baseline)
-    "throughput_rps": 0.05, "throughput_sps": 0.05, "latency_ms_p50": 0.05, "latency_ms_p90": 0.07,
-    "latency_ms_p95": 0.08, "latency_ms_p99": 0.10, "latency_ms_p999": 0.15, "error_rate": 0.0,
-    "startup_s": 0.20, "server_cpu_pct": 0.10, "server_rss_mb": 0.10, "parity_max_abs_err": 0.0,
+REGRESSED_METRICS = ("throughput_rps", "throughput_sps", "latency_ms_mean", "latency_ms_p50", "latency_ms_p90",
+                     "latency_ms_p95", "latency_ms_p99", "latency_ms_p999", "error_rate", "startup_s")
+MIN_EFFECT = {  # below this relative change a significant change is still no change
+    "throughput_rps": 0.05, "throughput_sps": 0.05, "latency_ms_mean": 0.05, "latency_ms_p50": 0.05,
+    "latency_ms_p90": 0.05, "latency_ms_p95": 0.05, "latency_ms_p99": 0.05, "latency_ms_p999": 0.10,
+    "startup_s": 0.20,
 }
-MIN_ABS_CHANGE = {"error_rate": 0.001, "parity_max_abs_err": 1e-6}  # for metrics whose baseline may be 0
-SEGMENTED_MIN_HISTORY = 16  # from this many nights on, the baseline starts at the last change point
-PENALTY_SIGMAS = 3.0  # PELT penalty, in units of the series' noise variance × log(n)
-REGRESSED_METRICS = ("throughput_rps", "throughput_sps", "latency_ms_p50", "latency_ms_p90", "latency_ms_p95",
-                     "latency_ms_p99", "error_rate", "startup_s")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    metric: str
-    unit: str
-    better: str
-    baseline: float | None
-    current: float
-    change_pct: float | None
-    method: str  # changepoint | noise_band | none
-    p_value: float | None
-    history_n: int
-    verdict: str  # regression | improvement | no_change | no_history
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+DEFAULT_MIN_EFFECT = 0.05
+MIN_ERROR_RATE_CHANGE = 0.001  # error rate: an absolute change (its baseline is usually 0)
+ALPHA_NIGHT = 0.05  # family-wise error rate of one night's regression tests (Holm) when nothing is re-measured
+ALPHA_SUSPECT = 0.5  # ... when every suspect is re-measured (tasks.confirm tests it again at ALPHA_CONFIRM)
+ALPHA_IMPROVEMENT = 0.05  # family-wise error rate of one night's improvement tests (never re-measured)
+MIN_HISTORY = 3  # fewer baseline nights: `no_history`
+SEGMENT_NIGHTS = 3  # a change may have begun up to this many nights ago (the segment always holds tonight)
+BASELINE_MAX_NIGHTS = 14
+PERSIST_NIGHTS = 3  # a regression seen this many nights in a row becomes the new baseline
+VERDICTS = ("no_history", "no_change", "improvement", "regression", "unconfirmed")
 
 
 def row_protocol(row: dict) -> str:
@@ -72,124 +78,347 @@ def host_fingerprint(row: dict) -> str:
     return "|".join(str(row.get(k)) for k in ("cpu_model", "cpu_count", "gpu_name"))
 
 
-def _direction(metric: str) -> str:
-    return METRICS[metric].better if metric in METRICS else "lower"
+def comparison_key(row: dict) -> tuple:
+    """What must match for two rows to be compared: the cell key, the protocol and the host."""
+    return (*[row[k] for k in CELL_KEY], row_protocol(row), host_fingerprint(row))
 
 
-def _classify(metric: str, baseline: float, current: float, significant: bool) -> tuple[str, float | None]:
-    delta = current - baseline
-    change_pct = 100.0 * delta / abs(baseline) if baseline else None
-    big_enough = abs(delta) >= max(MIN_REL_CHANGE.get(metric, 0.05) * abs(baseline), MIN_ABS_CHANGE.get(metric, 0.0))
-    if not (significant and big_enough and delta != 0):
-        return "no_change", change_pct
-    worse = delta < 0 if _direction(metric) == HIGHER else delta > 0
-    return ("regression" if worse else "improvement"), change_pct
-
-
-def _t_sf(t: float, df: int) -> float:
-    from scipy import stats
-
-    return float(stats.t.sf(t, df))
-
-
-def _baseline_segment(history: list[float]) -> list[float]:
-    """The history since its last change point (ruptures PELT), at least NOISE_BAND_MIN_HISTORY long.
-
-    Short histories are used whole: cutting ten nights into segments costs more power than it gains.
-    """
-    import numpy as np
-    import ruptures
-
-    if len(history) < SEGMENTED_MIN_HISTORY:
-        return history
-    series = np.asarray(history, dtype=float)
-    scale = float(np.median(np.abs(np.diff(series)))) / 0.954 or float(np.std(series)) or 1.0  # robust noise
-    penalty = PENALTY_SIGMAS * scale**2 * math.log(len(series))
-    breaks = ruptures.Pelt(model="l2", min_size=NOISE_BAND_MIN_HISTORY, jump=1).fit(series).predict(pen=penalty)
-    start = breaks[-2] if len(breaks) >= 2 else 0
-    return history[start:]
-
-
-def _split_p_value(before: list[float], after: list[float]) -> float:
-    """Two-sided p-value that `after` comes from the same distribution as `before` (t-tests)."""
-    import numpy as np
-    from scipy import stats
-
-    b = np.asarray(before, dtype=float)
-    mean, sd, m = float(b.mean()), float(b.std(ddof=1)), len(b)
-    if len(after) == 1:
-        if sd == 0:
-            return 0.0 if after[0] != mean else 1.0
-        t = abs(after[0] - mean) / (sd * math.sqrt(1 + 1 / m))  # prediction interval of one new night
-        return 2 * _t_sf(t, m - 1)
-    result = stats.ttest_ind(after, before, equal_var=True)  # pooled: one noise level, more degrees of freedom
-    p = float(result.pvalue)
-    return 0.0 if math.isnan(p) and np.mean(after) != mean else (1.0 if math.isnan(p) else p)
-
-
-def judge(metric: str, history: list[float], current: float) -> Verdict:
-    """Compare `current` (and the nights just before it) with the earlier nights of the same cell and host."""
-    import numpy as np
-
+def bad_sign(metric: str) -> int:
+    """+1 when a rise is bad (latency), -1 when a fall is bad (throughput)."""
     meta = METRICS.get(metric)
-    unit, better = (meta.unit, meta.better) if meta else ("", "lower")
-    n = len(history)
-    if n < NOISE_BAND_MIN_HISTORY:
-        baseline = float(np.median(history)) if history else None
-        return Verdict(metric, unit, better, baseline, current, None, "none", None, n, "no_history")
-    if n >= CHANGEPOINT_MIN_HISTORY:
-        # Candidate change points in the last RECENT_WINDOW nights: the newest segment always holds `current`.
-        series = [*history, current]
-        best = None
-        for k in range(1, min(RECENT_WINDOW, n - NOISE_BAND_MIN_HISTORY) + 1):
-            before, after = _baseline_segment(series[:-k]), series[-k:]
-            p = min(1.0, _split_p_value(before, after) * RECENT_WINDOW)  # Bonferroni over the candidates
-            if best is None or p < best[0]:
-                best = (p, float(np.mean(before)), float(np.mean(after)))
-        p, baseline, level = best
-        verdict, change_pct = _classify(metric, baseline, level, p < ALPHA)
-        return Verdict(metric, unit, better, baseline, current, change_pct, "changepoint", p, n, verdict)
-    median = float(np.median(history))
-    mad = 1.4826 * float(np.median(np.abs(np.asarray(history) - median)))
-    significant = abs(current - median) > NOISE_BAND_K * mad
-    verdict, change_pct = _classify(metric, median, current, significant)
-    return Verdict(metric, unit, better, median, current, change_pct, "noise_band", None, n, verdict)
+    return -1 if meta is not None and meta.better == HIGHER else 1
 
 
-def detect_regressions(current_rows: list[dict], history_rows: list[dict],
-                       metrics: tuple[str, ...] = REGRESSED_METRICS) -> list[dict]:
-    """One record per (ok cell, metric): the cell key, host fingerprint and the verdict."""
-    by_key: dict[tuple, list[dict]] = {}
-    for row in sorted(history_rows, key=lambda r: (str(r.get("logical_date")), str(r.get("run_id")))):
-        if row.get("status") == "ok":
-            by_key.setdefault((*[row[k] for k in CELL_KEY], row_protocol(row), host_fingerprint(row)), []).append(row)
-    records = []
-    for row in current_rows:
+def min_effect(metric: str) -> float:
+    return MIN_EFFECT.get(metric, DEFAULT_MIN_EFFECT)
+
+
+@dataclass
+class CellHistory:
+    """One cell's earlier nights (ok rows, oldest first) and which of them may form its baseline."""
+
+    nights: list[dict] = field(default_factory=list)
+    held: set[str] = field(default_factory=set)  # run ids judged a regression, not (yet) persisted
+    improved: set[str] = field(default_factory=set)  # run ids judged an improvement
+    start: int = 0  # index of the first night since the last accepted (persisted) change
+
+    def accept_persisted(self) -> None:
+        """Walk the nights: a streak of PERSIST_NIGHTS nights judged a regression (or an improvement) is a
+        persisted change, and the baseline restarts at the streak's first night (held nights are released)."""
+        for marked in (self.held, self.improved):
+            streak: list[int] = []
+            for i, night in enumerate(self.nights):
+                if night["run_id"] not in marked:
+                    streak = []
+                    continue
+                streak.append(i)
+                if len(streak) == PERSIST_NIGHTS:
+                    self.start = max(self.start, streak[0])
+                    self.held -= {self.nights[j]["run_id"] for j in streak}
+                    streak = []
+
+
+def build_histories(history_rows: list[dict], regressed: set[tuple[str, tuple]] | frozenset = frozenset(),
+                    improved: set[tuple[str, tuple]] | frozenset = frozenset()) -> dict[tuple, CellHistory]:
+    """Per comparison key, the ok nights oldest first; `regressed` and `improved` hold the (run_id, comparison
+    key) pairs of nights whose cell was judged a regression (any metric) or an improvement."""
+    histories: dict[tuple, CellHistory] = {}
+    ordered = sorted(history_rows, key=lambda r: (str(r.get("logical_date")), str(r.get("run_id"))))
+    for row in ordered:
         if row.get("status") != "ok":
             continue
-        key = (*[row[k] for k in CELL_KEY], row_protocol(row), host_fingerprint(row))
-        past = by_key.get(key, [])
-        for metric in metrics:
-            current = row.get(metric)
-            if current is None or (isinstance(current, float) and math.isnan(current)):
-                continue
-            history = [float(r[metric]) for r in past if r.get(metric) is not None and not _isnan(r[metric])]
-            verdict = judge(metric, history, float(current))
-            records.append({**{k: row[k] for k in CELL_KEY}, "host": key[-1], **verdict.to_dict()})
+        key = comparison_key(row)
+        hist = histories.setdefault(key, CellHistory())
+        hist.nights.append(row)
+        pair = (str(row.get("run_id")), key)
+        if pair in regressed:
+            hist.held.add(str(row["run_id"]))
+        elif pair in improved:
+            hist.improved.add(str(row["run_id"]))
+    for hist in histories.values():
+        hist.accept_persisted()
+    return histories
+
+
+@dataclass(frozen=True)
+class Split:
+    """One candidate: the newest `k` nights (tonight last) against the baseline nights before them."""
+
+    k: int
+    segment: list[dict]  # rows, tonight last
+    baseline: list[dict]
+
+
+def candidate_splits(hist: CellHistory | None, current: dict, metric: str) -> list[Split]:
+    nights = [] if hist is None else [n for n in hist.nights[hist.start:] if metric_value(n, metric) is not None]
+    held = set() if hist is None else hist.held
+    splits = []
+    for k in range(1, SEGMENT_NIGHTS + 1):
+        recent = nights[len(nights) - (k - 1):] if k > 1 else []
+        if len(recent) != k - 1:
+            break
+        before = [n for n in nights[:len(nights) - (k - 1)] if n["run_id"] not in held][-BASELINE_MAX_NIGHTS:]
+        if len(before) < MIN_HISTORY:
+            break
+        splits.append(Split(k, [*recent, current], before))
+    return splits
+
+
+@dataclass(frozen=True)
+class Test:
+    """The evidence for one (cell, metric): p-values per direction and the tonight-vs-baseline change."""
+
+    metric: str
+    current: float
+    split: Split | None
+    noise: Noise | None
+    p_bad: float
+    p_good: float
+    baseline: float | None
+    center_log: float | None  # log of the baseline (None for error_rate)
+    center_se: float  # standard error of center_log
+    typical_se: float  # typical within-run se of the baseline nights
+    change_pct: float | None
+    change_ci_pct: tuple[float, float] | None
+    method: str
+
+
+def metric_value(row: dict, metric: str) -> float | None:
+    value = row.get(metric)
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(number) or (metric != "error_rate" and number <= 0):
+        return None
+    return number
+
+
+def _ratio_pct(log_change: float) -> float:
+    return 100.0 * (math.exp(log_change) - 1.0)
+
+
+def judge_log_metric(metric: str, current: dict, splits: list[Split], noise: Noise) -> dict[str, Test]:
+    """t-tests of each candidate segment's mean (log) against its baseline; Bonferroni over the candidates.
+
+    Three views of the same evidence: "bad" and "good" are told from the split most significant in that
+    direction (its baseline is the one a regression or improvement is stated against), "first" from the
+    newest night alone against every baseline night (what a no-change verdict states)."""
+    import numpy as np
+    from scipy import stats
+
+    sign, sigma, df = bad_sign(metric), noise.sigma, noise.df
+    views = []
+    for split in splits:
+        logs = [math.log(metric_value(r, metric)) for r in split.baseline]
+        center = winsorized_mean(logs, sigma)
+        typical_se = float(np.median([row_se(r, metric) ** 2 for r in split.baseline])) ** 0.5
+        extras = [max(0.0, row_se(r, metric) ** 2 - typical_se**2) for r in split.segment]
+        k, n = len(split.segment), len(split.baseline)
+        center_var = sigma**2 / n
+        seg_mean = float(np.mean([math.log(metric_value(r, metric)) for r in split.segment]))
+        t = (seg_mean - center) / math.sqrt((k * sigma**2 + sum(extras)) / k**2 + center_var)
+        views.append((split, float(stats.t.sf(sign * t, df)), float(stats.t.sf(-sign * t, df)), center, center_var,
+                      typical_se, extras[-1]))
+    tries = len(splits)
+    p_bad = min(1.0, min(v[1] for v in views) * tries)
+    p_good = min(1.0, min(v[2] for v in views) * tries)
+
+    def test_of(view: tuple) -> Test:
+        split, _, _, center, center_var, typical_se, extra_now = view
+        delta = math.log(metric_value(current, metric)) - center
+        half = float(stats.t.ppf(0.975, df)) * math.sqrt(sigma**2 + extra_now + center_var)
+        method = f"segment t-test, newest {split.k} night{'s' if split.k > 1 else ''} vs {len(split.baseline)}"
+        return Test(metric, metric_value(current, metric), split, noise, p_bad, p_good, math.exp(center), center,
+                    math.sqrt(center_var), typical_se, _ratio_pct(delta),
+                    (_ratio_pct(delta - half), _ratio_pct(delta + half)), method)
+
+    return {"bad": test_of(min(views, key=lambda v: v[1])), "good": test_of(min(views, key=lambda v: v[2])),
+            "first": test_of(views[0])}
+
+
+def judge_error_rate(current: dict, splits: list[Split]) -> Test:
+    """Tonight's errors against the baseline nights' pooled error rate (Poisson tail)."""
+    from scipy import stats
+
+    split = splits[0]
+    errors_b = sum(error_count(r) for r in split.baseline)
+    requests_b = sum(int(r.get("requests") or 0) for r in split.baseline)
+    rate_b = errors_b / requests_b if requests_b else 0.0
+    errors_t, requests_t = error_count(current), int(current.get("requests") or 0)
+    floor = 1.0 / (requests_b + 1)  # no errors seen in n requests still allows a rate of about 1/n
+    mu = requests_t * max(rate_b, floor)
+    p_bad = float(stats.poisson.sf(errors_t - 1, mu)) if errors_t else 1.0
+    p_good = float(stats.poisson.cdf(errors_t, requests_t * rate_b)) if rate_b else 1.0
+    rate_t = errors_t / requests_t if requests_t else 0.0
+    return Test("error_rate", rate_t, split, None, p_bad, p_good, rate_b, None, 0.0, 0.0,
+                100.0 * (rate_t - rate_b) / rate_b if rate_b else None, None,
+                f"Poisson tail of tonight's errors at the baseline's rate ({len(split.baseline)} nights)")
+
+
+def error_count(row: dict) -> int:
+    if row.get("errors") is not None:
+        return int(row["errors"])
+    return round(float(row.get("error_rate") or 0.0) * int(row.get("requests") or 0))
+
+
+def holm(p_values: list[float], alpha: float) -> list[bool]:
+    """Holm's step-down procedure: which hypotheses are rejected at family-wise error rate `alpha`."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    m = len(p_values)
+    for rank, i in enumerate(order):
+        if p_values[i] > alpha / (m - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def bad_change(metric: str, log_delta: float) -> float:
+    """The relative change in the bad direction (> 0: worse): a rise for latency, a fall for throughput."""
+    return bad_sign(metric) * (math.exp(log_delta) - 1.0)
+
+
+def big_enough(test: Test, sign: int) -> bool:
+    """Tonight's change reaches the metric's minimum effect in the direction `sign` (+1 bad, -1 good)."""
+    if test.metric == "error_rate":
+        return sign * (test.current - (test.baseline or 0.0)) >= MIN_ERROR_RATE_CHANGE
+    if test.change_pct is None:
+        return False
+    return sign * bad_sign(test.metric) * test.change_pct / 100.0 >= min_effect(test.metric)
+
+
+def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
+                       regressed: set[tuple[str, tuple]] | frozenset = frozenset(),
+                       improved: set[tuple[str, tuple]] | frozenset = frozenset(),
+                       metrics: tuple[str, ...] = REGRESSED_METRICS, alpha: float = ALPHA_NIGHT,
+                       alpha_improvement: float = ALPHA_IMPROVEMENT) -> list[dict]:
+    """One record per (ok cell, metric) of tonight: the cell key, host and the verdict with its evidence.
+
+    `history_rows` are the earlier nights' rows (already cut to before tonight's logical date and cleared of
+    exclusions); `regressed` and `improved` the (run_id, comparison key) pairs judged regressions and
+    improvements on those nights (`verdict_pairs`); `alpha` the
+    night's family-wise error rate for regressions (ALPHA_SUSPECT when they will be re-measured).
+    """
+    histories = build_histories(history_rows, regressed, improved)
+    todo = [(row, metric) for row in current_rows if row.get("status") == "ok" for metric in metrics
+            if metric_value(row, metric) is not None]
+    splits = {(id(row), metric): candidate_splits(histories.get(comparison_key(row)), row, metric)
+              for row, metric in todo}
+    noises = _pooled_noises(todo, splits)
+    tests: list[tuple[dict, str, dict[str, Test] | None]] = []
+    for row, metric in todo:
+        cand = splits[(id(row), metric)]
+        if not cand:
+            tests.append((row, metric, None))
+        elif metric == "error_rate":
+            test = judge_error_rate(row, cand)
+            tests.append((row, metric, {"bad": test, "good": test, "first": test}))
+        else:
+            noise = noises[(row["server"], host_fingerprint(row), metric)]
+            tests.append((row, metric, judge_log_metric(metric, row, cand, noise)))
+    judged = [views for _, _, views in tests if views is not None]
+    bad = dict(zip(map(id, judged), holm([v["bad"].p_bad for v in judged], alpha), strict=True))
+    good = dict(zip(map(id, judged), holm([v["good"].p_good for v in judged], alpha_improvement), strict=True))
+    records = []
+    for row, metric, views in tests:
+        if views is None:
+            verdict, test = "no_history", None
+        elif bad[id(views)] and big_enough(views["bad"], +1):
+            verdict, test = "regression", views["bad"]
+        elif good[id(views)] and big_enough(views["good"], -1):
+            verdict, test = "improvement", views["good"]
+        else:
+            verdict, test = "no_change", views["first"]
+        records.append(make_record(row, metric, test, verdict, len(judged), alpha))
     return records
+
+
+def _pooled_noises(todo: list[tuple[dict, str]], splits: dict) -> dict[tuple, Noise]:
+    """Per (server, host, metric): the baseline nights of every such cell tonight, pooled with the host's
+    spread as prior (`tasks.noise.server_noises`)."""
+    groups: dict[tuple, dict[str, list[list[float]]]] = {}
+    for row, metric in todo:
+        cand = splits[(id(row), metric)]
+        logs = [math.log(metric_value(r, metric)) for r in cand[0].baseline] if cand and metric != "error_rate" else []
+        groups.setdefault((host_fingerprint(row), metric), {}).setdefault(row["server"], []).append(logs)
+    return {(server, host, metric): noise for (host, metric), by_server in groups.items()
+            for server, noise in server_noises(metric, by_server).items()}
+
+
+def make_record(row: dict, metric: str, test: Test | None, verdict: str, tests: int, alpha: float) -> dict:
+    meta = METRICS.get(metric)
+    record = {**{k: row[k] for k in CELL_KEY}, "protocol": row_protocol(row), "host": host_fingerprint(row),
+              "run_id": row.get("run_id"), "metric": metric, "unit": meta.unit if meta else "",
+              "better": meta.better if meta else "lower", "current": metric_value(row, metric), "verdict": verdict,
+              "baseline": None, "baseline_nights": [], "history_n": 0, "change_pct": None, "change_ci_pct": None,
+              "min_effect_pct": None if metric == "error_rate" else 100.0 * min_effect(metric),
+              "method": "none", "segment_nights": [], "p_value": None, "p_improvement": None, "tests_tonight": tests,
+              "alpha_night": alpha, "noise": None, "stats": None, "confirmation": None}
+    if test is None:
+        return record
+    split = test.split
+    record.update(
+        current=test.current, baseline=test.baseline, history_n=len(split.baseline),
+        baseline_nights=[{"run_id": r.get("run_id"), "logical_date": r.get("logical_date")} for r in split.baseline],
+        segment_nights=[{"run_id": r.get("run_id"), "logical_date": r.get("logical_date")} for r in split.segment[:-1]],
+        change_pct=test.change_pct, change_ci_pct=list(test.change_ci_pct) if test.change_ci_pct else None,
+        method=test.method, p_value=test.p_bad, p_improvement=test.p_good,
+        stats={"center_log": test.center_log, "center_se": test.center_se, "typical_run_se": test.typical_se},
+    )
+    if test.noise is not None:
+        n = test.noise
+        record["noise"] = {"sigma_pct": n.sigma_pct, "sigma_log": n.sigma, "df": n.df, "cells": n.cells,
+                           "nights": n.nights, "prior_sigma_log": n.prior, "describe": n.describe()}
+    if verdict == "regression":
+        record["confirmation"] = {"outcome": "pending"}
+    return record
+
+
+def verdict_pairs(records_by_run: dict[str, list[dict]], verdict: str = "regression") -> set[tuple[str, tuple]]:
+    """(run_id, comparison key) of every cell with a record of `verdict` in those runs' regressions.json."""
+    pairs = set()
+    for run_id, records in records_by_run.items():
+        for rec in records:
+            if rec.get("verdict") == verdict and all(k in rec for k in CELL_KEY):
+                host = rec.get("host", "")
+                pairs.add((run_id, (*[rec[k] for k in CELL_KEY], rec.get("protocol") or row_protocol(rec), host)))
+    return pairs
+
+
+PARITY_GROWTH = 2.0  # parity error is deterministic: a regression when it at least doubles ...
+PARITY_MIN_ABS = 1e-6  # ... and grows by at least this much
 
 
 def detect_parity_regressions(current: list[dict], history: list[dict], host: dict) -> list[dict]:
-    """Parity error per (model, format) on this host: up is bad."""
+    """Parity error per (model, format) on this host against the largest earlier error: up is bad.
+
+    Conversion is deterministic, so no noise model: the error at least doubling (and by PARITY_MIN_ABS) or a
+    passing artifact now failing is a regression, with no re-measurement needed."""
     fingerprint = host_fingerprint(host)
     records = []
     for rec in current:
-        past = [float(h["max_abs_err"]) for h in history
-                if h["model"] == rec["model"] and h["format"] == rec["format"] and host_fingerprint(h) == fingerprint]
-        verdict = judge("parity_max_abs_err", past, float(rec["max_abs_err"]))
-        records.append({"model": rec["model"], "format": rec["format"], "host": fingerprint, **verdict.to_dict()})
+        past = [h for h in history if h["model"] == rec["model"] and h["format"] == rec["format"]
+                and host_fingerprint(h) == fingerprint]
+        now = float(rec["max_abs_err"])
+        record = {"model": rec["model"], "format": rec["format"], "host": fingerprint, "metric": "parity_max_abs_err",
+                  "unit": "", "better": "lower", "current": now, "history_n": len(past),
+                  "baseline_nights": [{"run_id": h.get("run_id"), "logical_date": h.get("logical_date")}
+                                      for h in past[-BASELINE_MAX_NIGHTS:]],
+                  "method": f"largest of the earlier errors; regression when x{PARITY_GROWTH:g} and "
+                            f"+{PARITY_MIN_ABS:g}", "confirmation": None}
+        if not past:
+            records.append({**record, "baseline": None, "change_pct": None, "verdict": "no_history"})
+            continue
+        worst = max(float(h["max_abs_err"]) for h in past)
+        newly_failing = rec.get("passed") is False and all(h.get("passed", True) for h in past)
+        grew = now >= PARITY_GROWTH * worst and now - worst >= PARITY_MIN_ABS
+        verdict = "regression" if grew or newly_failing else ("improvement" if now < worst / PARITY_GROWTH
+                                                              else "no_change")
+        records.append({**record, "baseline": worst, "verdict": verdict,
+                        "change_pct": 100.0 * (now - worst) / worst if worst else None,
+                        "confirmation": {"outcome": "not_needed", "reason": "conversion is deterministic"}
+                        if verdict == "regression" else None})
     return records
-
-
-def _isnan(value: object) -> bool:
-    return isinstance(value, float) and math.isnan(value)

@@ -310,6 +310,15 @@ def _changes(trend: dict | None, regressions: dict) -> str:
     else:
         judged = sum(r.get("verdict") != "no_history" for r in regressions.get("records", []))
         parts.append(f"<p>None ({judged} figures judged against earlier nights on this host).</p>")
+    unconfirmed = [r for r in regressions.get("records", []) if r.get("verdict") == "unconfirmed"]
+    if unconfirmed:
+        parts.append(f"<p>{len(unconfirmed)} suspected regression(s) were re-measured and not confirmed "
+                     "(regressions.json says why, per record).</p>")
+    control = regressions.get("control") or {}
+    drift = (control.get("drift") or {}).get("throughput_rps") or {}
+    if drift.get("change_pct") is not None:
+        parts.append(f"<p>Control cell {_esc(str(control.get('name')))}: throughput {drift['change_pct']:+.1f} % "
+                     "against its own baseline (the host's drift).</p>")
     return "".join(parts)
 
 

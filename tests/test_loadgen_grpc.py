@@ -93,9 +93,11 @@ def test_unsupported_dtype_names_input_and_rule():
 
 def test_protocol_grpc_is_planned_for_grpc_servers_and_refused_for_others():
     plan = make_plan(RunConfig.from_params({"servers": ["triton", "kserve"], "protocol": "grpc"}))
-    assert {c["protocol"] for c in plan.cells} == {"kserve_v2_grpc"}
-    assert {c["protocol"] for c in make_plan(RunConfig.from_params({"servers": ["triton"]})).cells} == {
-        "kserve_v2_rest"}
+    assert {c["protocol"] for s in plan.sessions if s.get("role") != "control" for c in s["cells"]} == {
+        "kserve_v2_grpc"}
+    assert [s["cells"][0]["protocol"] for s in plan.sessions if s.get("role") == "control"] == ["kserve_v2_rest"]
+    no_control = RunConfig.from_params({"servers": ["triton"], "control_cell": "none"})
+    assert {c["protocol"] for c in make_plan(no_control).cells} == {"kserve_v2_rest"}
     with pytest.raises(ConfigError, match="protocol='grpc': server 'custom' has no KServe v2 gRPC endpoint"):
         make_plan(RunConfig.from_params({"servers": ["triton", "custom"], "protocol": "grpc"}))
     with pytest.raises(ConfigError, match="protocol='http2'"):

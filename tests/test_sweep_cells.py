@@ -21,7 +21,7 @@ def test_sweeps_plan_one_cell_per_batch_size():
     assert [(c["mode"], c["load"], c["batch_size"]) for c in plan.cells] == [
         ("concurrency-sweep", 16.0, 1), ("concurrency-sweep", 16.0, 8)]
     plan = make_plan(RunConfig.from_params({"mode": "rate", "rates": [200, 50], "rate_search": True,
-                                            "p99_bound_ms": 20}))
+                                            "p99_bound_ms": 20, "control_cell": "none"}))
     assert [(c["mode"], c["load"]) for c in plan.cells] == [("rate-search", 50.0)]
     # the sweep settings of the other mode change nothing
     assert [c["mode"] for c in make_plan(RunConfig.from_params({"rate_search": True})).cells] == ["concurrency"] * 2
@@ -71,7 +71,8 @@ def test_a_sweep_cell_yields_one_row_per_point_with_unique_keys(monkeypatch):
     collected = collect_results(started, [{"rows": rows, "timeline": {}}])
     assert len(collected["rows"]) == 4  # no spurious "session failed" row for the sweep's bound (64)
 
-    config = RunConfig.from_params({"mode": "rate", "rates": [100], "rate_search": True, "p99_bound_ms": 10})
+    config = RunConfig.from_params({"mode": "rate", "rates": [100], "rate_search": True, "p99_bound_ms": 10,
+                                    "control_cell": "none"})
     (cell,) = make_plan(config).cells
     rows = measure._measure_sweep(RUN, cell, None, None, config, (), {}, {"cells": {}})
     loads = [r["load"] for r in rows]
