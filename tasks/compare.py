@@ -6,7 +6,7 @@ The noise of one row's figure is what the row itself published about its spread:
   beyond noise when |a - b| > NOISE_SIGMAS · sqrt((cv_a·a)² + (cv_b·b)²).
 - latency percentiles: their spread is not measured per window, so the throughput's `cv` stands in (same rule).
 Between two runs (not two stacks of one run) the regression check's minimum change per metric
-(`tasks.regress.MIN_REL_CHANGE`) is also required: night-to-night drift below it is never called a change.
+(`tasks.regress.min_effect`) is also required: night-to-night drift below it is never called a change.
 A difference whose rows carry no spread at all is `None` (unknown), never silently "beyond noise".
 """
 
@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 
 from tasks.metrics import HIGHER, METRICS
-from tasks.regress import MIN_REL_CHANGE
+from tasks.regress import min_effect
 from tasks.results import CELL_KEY
+from tasks.results import cell_key as key_of_cell
 
 NOISE_SIGMAS = 2.0
 COMPARED_METRICS = ("throughput_rps", "latency_ms_p50", "latency_ms_p99")
@@ -33,7 +34,7 @@ def number(value: object) -> float | None:
 
 def cell_key(row: dict) -> tuple:
     """The cell key plus the protocol: REST and gRPC figures of one cell are not comparable."""
-    return (*[row.get(k) for k in CELL_KEY], row.get("protocol") or "")
+    return (*key_of_cell(row), row.get("protocol") or "")
 
 
 def cell_label(row: dict) -> str:
@@ -107,7 +108,7 @@ def compare_rows(rows_a: list[dict], rows_b: list[dict], metrics: tuple[str, ...
             if both_ok and va is not None and vb is not None:
                 entry["change_pct"] = 100.0 * (vb - va) / abs(va) if va else None
                 entry["direction"] = direction(metric, va, vb)
-                entry["beyond_noise"] = beyond_noise(metric, a, b, MIN_REL_CHANGE.get(metric, 0.05))
+                entry["beyond_noise"] = beyond_noise(metric, a, b, min_effect(metric))
                 if entry["beyond_noise"]:
                     worse |= entry["direction"] == "worse"
                     better |= entry["direction"] == "better"

@@ -79,7 +79,7 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
         options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
                                  device=config.device, cpus=budget.cpu_count, images=config.images)
         knobs = get_server(session["server"]).knobs
-        if config.tune == "off" or not knobs:
+        if config.tune == "off" or not knobs or session.get("role") == "control":  # the control is never tuned
             defaults = knob_values(options, knobs)
             out = _serve(session, artifact, spec, run, config, budget, options, DEFAULT_CONFIG_ID, defaults)
             if config.tune != "off":

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from tasks.metrics import HIGHER, METRICS
 from tasks.noise import Noise, row_se, server_noises, winsorized_mean
-from tasks.results import CELL_KEY
+from tasks.results import CELL_KEY, cell_key
 
 REGRESSED_METRICS = ("throughput_rps", "throughput_sps", "latency_ms_mean", "latency_ms_p50", "latency_ms_p90",
                      "latency_ms_p95", "latency_ms_p99", "latency_ms_p999", "error_rate", "startup_s")
@@ -79,8 +79,9 @@ def host_fingerprint(row: dict) -> str:
 
 
 def comparison_key(row: dict) -> tuple:
-    """What must match for two rows to be compared: the cell key, the protocol and the host."""
-    return (*[row[k] for k in CELL_KEY], row_protocol(row), host_fingerprint(row))
+    """What must match for two rows to be compared: the cell key (the serving configuration included: a tuned
+    configuration is never the baseline of another), the protocol and the host."""
+    return (*cell_key(row), row_protocol(row), host_fingerprint(row))
 
 
 def bad_sign(metric: str) -> int:
@@ -350,7 +351,8 @@ def _pooled_noises(todo: list[tuple[dict, str]], splits: dict) -> dict[tuple, No
 
 def make_record(row: dict, metric: str, test: Test | None, verdict: str, tests: int, alpha: float) -> dict:
     meta = METRICS.get(metric)
-    record = {**{k: row[k] for k in CELL_KEY}, "protocol": row_protocol(row), "host": host_fingerprint(row),
+    record = {**dict(zip(CELL_KEY, cell_key(row), strict=True)), "protocol": row_protocol(row),
+              "host": host_fingerprint(row),
               "run_id": row.get("run_id"), "metric": metric, "unit": meta.unit if meta else "",
               "better": meta.better if meta else "lower", "current": metric_value(row, metric), "verdict": verdict,
               "baseline": None, "baseline_nights": [], "history_n": 0, "change_pct": None, "change_ci_pct": None,
@@ -382,9 +384,9 @@ def verdict_pairs(records_by_run: dict[str, list[dict]], verdict: str = "regress
     pairs = set()
     for run_id, records in records_by_run.items():
         for rec in records:
-            if rec.get("verdict") == verdict and all(k in rec for k in CELL_KEY):
+            if rec.get("verdict") == verdict and all(k in rec for k in CELL_KEY if k != "config_id"):
                 host = rec.get("host", "")
-                pairs.add((run_id, (*[rec[k] for k in CELL_KEY], rec.get("protocol") or row_protocol(rec), host)))
+                pairs.add((run_id, (*cell_key(rec), rec.get("protocol") or row_protocol(rec), host)))
     return pairs
 
 

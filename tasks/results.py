@@ -64,6 +64,11 @@ COLUMNS_SINCE = {"1.3": ("suite", "runtime_image_kind", "config_id", "config", "
 KEY_COLUMNS = ("run_id", "schema_version", *CELL_KEY, "status")
 
 
+def cell_key(row: dict[str, Any]) -> tuple:
+    """The row's cell key values; rows from before schema 1.3 (no `config_id`) ran the default configuration."""
+    return tuple((row.get(k) or "default") if k == "config_id" else row.get(k) for k in CELL_KEY)
+
+
 def empty_row() -> dict[str, Any]:
     return dict.fromkeys(COLUMNS)
 

@@ -117,7 +117,12 @@ def test_the_dag_confirms_in_the_host_pool_between_regressions_and_publish():
     confirm = dag.get_task("confirm")
     assert confirm.pool == "serving_eval_host"
     assert "regressions" in confirm.upstream_task_ids and "publish" in confirm.downstream_task_ids
-    assert dag.params["control_cell"] == "mlp/onnx/custom" and dag.params["confirm_regressions"] is True
+    # empty in the form (the suite's value, else the default: the MLP on the custom service, confirmation on)
+    assert dag.params["control_cell"] is None and dag.params["confirm_regressions"] is None
+    from tasks.config import RunConfig
+
+    scheduled = RunConfig.from_params({k: dag.params[k] for k in dag.params})
+    assert scheduled.control_cell == "mlp/onnx/custom" and scheduled.confirm_regressions is True
 
 
 # --- real servers -------------------------------------------------------------------------------------------
