@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tasks.config import RunConfig
 from tasks.convert import Artifact
+from tasks.engine_speed import engine_speed
 from tasks.errors import ConfigError
 from tasks.loadgen.measurement import Measurement
 from tasks.loadgen.resources import sampler_for
@@ -78,6 +79,7 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
         artifact, spec = prepared
         options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
                                  device=config.device, cpus=budget.cpu_count, images=config.images)
+        speeds = _engine_speeds(session, artifact, spec, run, options, budget)
         knobs = get_server(session["server"]).knobs
         if config.tune == "off" or not knobs or session.get("role") == "control":  # the control is never tuned
             defaults = knob_values(options, knobs)
@@ -87,9 +89,28 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
                                  "method": config.tune, "note": "this server declares no knobs: defaults only"}
         else:
             out = _tune(session, artifact, spec, run, config, budget, options, knobs)
+        for row in out["rows"]:
+            speed = speeds.get(row.get("batch_size"))
+            row["engine_inprocess_rps"] = speed["rps"] if speed else None
     for row in out["rows"]:
         row.update(budget.row_fields(config.launcher))
     return out
+
+
+def _engine_speeds(session: dict, artifact: Artifact, spec, run: dict, options: ServingOptions,
+                   budget: ServerBudget) -> dict[int, dict]:
+    """batch size -> the engine's own speed in process (tasks/engine_speed.py), on the server's CPUs with its
+    default threads, while this host runs no server (the session lock is held)."""
+    if session.get("role") == "control":
+        return {}
+    speeds = {}
+    with host_lock(run["run_id"], f"{session['session_id']}#engine"):
+        for batch_size in sorted({c["batch_size"] for c in session["cells"]}):
+            speed = engine_speed(artifact, spec, batch_size, options.threads_per_instance, budget.cpus,
+                                 Path(run["run_dir"]))
+            if speed:
+                speeds[batch_size] = speed
+    return speeds
 
 
 def _prepare(session: dict, conversions: list[dict], run: dict) -> tuple[Artifact, object] | dict:

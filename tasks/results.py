@@ -45,6 +45,9 @@ COLUMNS: dict[str, str] = {
     "timeouts": "Int64", "errors_by_kind": "string", "stopped_early": "boolean", "schedule_lag_ms_p99": "Float64",
     "generator_cpu_us_per_request": "Float64", "workers": "Int64", "latency_hdr": "string",
     "server_requests": "Float64", "server_throughput_rps": "Float64",
+    # the engine's own speed in process on the server's CPUs with its threads (tasks/engine_speed.py): the
+    # ceiling a stack serving the same engine is read against
+    "engine_inprocess_rps": "Float64",
     # resources
     "server_cpu_pct": "Float64", "server_rss_mb": "Float64", "gpu_util_pct": "Float64", "gpu_mem_mb": "Float64",
     "gpu_power_w": "Float64",
@@ -60,7 +63,7 @@ COLUMNS: dict[str, str] = {
 # Columns added in 1.3; rows of older runs read back with them empty.
 COLUMNS_SINCE = {"1.3": ("suite", "runtime_image_kind", "config_id", "config", "server_cpus", "server_memory",
                          "throughput_rps_ci_low", "throughput_rps_ci_high", "served_err_ratio", "restarts",
-                         "beyond_capacity", "best_config")}
+                         "beyond_capacity", "best_config", "engine_inprocess_rps")}
 KEY_COLUMNS = ("run_id", "schema_version", *CELL_KEY, "status")
 
 
