@@ -25,10 +25,12 @@ from tasks.metrics import METRICS
 from tasks.plan import rows_of
 from tasks.plots import Series, bar_chart, format_value, line_chart
 from tasks.recommend import efficiency, ok_rows, recommend, stack_of
+from tasks.report_configs import configurations_section, engine_section, headline_rows
 from tasks.results import frame_records
 from tasks.trend import run_suite
 
-REPORT_INPUTS = ("results.parquet", "parity.json", "validation.json", "regressions.json", "trend.json", "plan.json")
+REPORT_INPUTS = ("results.parquet", "parity.json", "validation.json", "regressions.json", "trend.json", "plan.json",
+                 "tuning.json")
 REPORT_METRICS = ("throughput_rps", "latency_ms_p50", "latency_ms_p99", "error_rate", "server_cpu_pct",
                   "server_rss_mb", "startup_s")
 MODE_NAMES = {"concurrency": "closed loop", "rate": "open loop"}
@@ -53,6 +55,7 @@ class PublishedRun:
     regressions: dict
     trend: dict | None
     plan: dict | None
+    tuning: dict | None = None
 
     @classmethod
     def from_files(cls, files: Mapping[str, bytes], run: dict) -> PublishedRun:
@@ -65,7 +68,7 @@ class PublishedRun:
         rows = frame_records(pd.read_parquet(io.BytesIO(files["results.parquet"])))
         return cls({k: run.get(k) for k in ("run_id", "logical_date", "status", "provenance")}, rows,
                    obj("parity.json", []), obj("validation.json", {}), obj("regressions.json", {}),
-                   obj("trend.json", None), obj("plan.json", None))
+                   obj("trend.json", None), obj("plan.json", None), obj("tuning.json", None))
 
 
 def rebuild_report(store, manifest: dict) -> str:
@@ -436,6 +439,7 @@ def _provenance(run: dict, rows: list[dict], suite: str | None) -> str:
 def render_report(published: PublishedRun) -> str:
     """The page, from `published` alone (same input, same bytes)."""
     run, rows = published.run, published.rows
+    headline = headline_rows(rows)  # per stack: its best configuration when a search ran, else its default
     suite = run_suite(run.get("provenance") or {}, rows)
     counts = {s: sum(r.get("status") == s for r in rows) for s in ("ok", "failed", "skipped")}
     planned = sum(len(s["cells"]) for s in (published.plan or {}).get("sessions", []))
@@ -452,12 +456,13 @@ def render_report(published: PublishedRun) -> str:
              f"<b>{_esc(suite or '–')}</b>: {planned} planned cells, {len(rows)} rows ({counts['ok']} ok, "
              f"{counts['failed']} failed, {counts['skipped']} skipped), validation {verdict}. Host: "
              f"{_esc(host.get('cpu_model'))} × {_esc(host.get('cpu_count'))}, GPU {_esc(host.get('gpu_name'))}.</p>",
-             f"<nav>{nav}</nav>", _recommendation(rows)]
+             f"<nav>{nav}</nav>", _recommendation(headline)]
     for model in models:
-        model_rows = [r for r in rows if str(r["model"]) == model]
+        model_rows = [r for r in headline if str(r["model"]) == model]
         parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>{_model_plots(model, model_rows)}"
                      f"{_model_table(model, model_rows)}</section>")
-    parts += [_changes(published.trend, published.regressions), _planned_cells(published.plan, rows),
+    parts += [configurations_section(rows, published.tuning), engine_section(rows),
+              _changes(published.trend, published.regressions), _planned_cells(published.plan, rows),
               _failures(rows), _checks(published.parity, rows), _validation(published.validation),
               _provenance(run, rows, suite), "</body></html>"]
     return "\n".join(parts)

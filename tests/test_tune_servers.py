@@ -46,6 +46,9 @@ def test_a_quick_search_over_two_stacks_keeps_the_best_and_publishes_every_confi
         assert set(mine[mine["best_config"]]["config_id"]) == {best["config_id"]}
         assert tuning["used_s"] <= tuning["budget_s"] + max(t["elapsed_s"] for t in trials)
     assert manifest["status"] in ("complete", "partial") and summary["cells"] == len(frame)
+    report = store.get(f"{manifest['prefix']}/report.html").decode()
+    assert "default against tuned" in report and "Tuned ranking" in report
+    assert "Engines against the stacks that serve them" not in report or "onnxruntime" in report
 
 
 def test_a_search_whose_budget_cannot_fit_one_configuration_is_refused_before_work(embedded_s3, bucket):
