@@ -1,0 +1,74 @@
+"""Where the time goes when several stacks serve the same engine: each stack at concurrency 1 next to the
+engine's own speed in process (same threads, same CPUs), and the cost of what a Python stack adds per request
+for this model (encoding the outputs as JSON), measured here.
+
+    .venv/bin/python benchmarks/engine_gap.py --model bert-base --duration-s 15
+
+Figures, not pass/fail: the README's "Fair defaults, explained gaps" quotes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tasks.embedded_s3 import start_embedded_s3  # noqa: E402
+from tasks.pipeline import run_pipeline  # noqa: E402
+from tasks.spec import load_spec  # noqa: E402
+
+
+def json_cost_ms(model: str, batch_size: int = 1, rounds: int = 20) -> tuple[float, float, int]:
+    """(encode ms, decode ms, bytes) of the model's outputs as a KServe v2 JSON response, in this Python."""
+    spec = load_spec(model)
+    outputs = {t.name: np.random.default_rng(0).standard_normal((batch_size, *t.shape[1:])).astype(t.dtype)
+               for t in spec.outputs}
+    started = time.perf_counter()
+    for _ in range(rounds):
+        body = json.dumps({"model_name": model, "outputs": [
+            {"name": k, "shape": list(v.shape), "datatype": "FP32", "data": v.ravel().tolist()}
+            for k, v in outputs.items()]})
+    encode = (time.perf_counter() - started) / rounds * 1e3
+    started = time.perf_counter()
+    for _ in range(rounds):
+        json.loads(body)
+    decode = (time.perf_counter() - started) / rounds * 1e3
+    return encode, decode, len(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="bert-base")
+    parser.add_argument("--servers", default="triton,custom,kserve,bentoml")
+    parser.add_argument("--duration-s", type=float, default=15.0)
+    args = parser.parse_args(argv)
+    conf = {"suite": "smoke", "models": [args.model], "formats": ["onnx"], "servers": args.servers.split(","),
+            "concurrencies": [1], "duration_s": args.duration_s, "warmup_s": 3.0, "window_s": 1.0,
+            "control_cell": "none", "confirm_regressions": False, "fail_on_cell_failure": False,
+            "s3_bucket": "bench", "s3_prefix": "gap", "request_timeout_s": 30.0}
+    with start_embedded_s3() as s3:
+        s3.create_bucket("bench")
+        _, rows = run_pipeline(conf, run_id=f"bench-gap-{args.model}", logical_date="2026-01-01T00:00:00+00:00",
+                               conn=s3.connection("bench"))
+    encode, decode, size = json_cost_ms(args.model)
+    print(f"\n{args.model} in ONNX Runtime at concurrency 1, {args.duration_s:g} s per point")
+    print(f"{'stack':16} {'req/s':>8} {'p50 ms':>8} {'engine calls/s':>15} {'gap':>6}  server CPU %")
+    for row in sorted(rows, key=lambda r: -(r.get("throughput_rps") or 0)):
+        engine = row.get("engine_inprocess_rps")
+        rps = row.get("throughput_rps") or 0.0
+        gap = f"{100 * (1 - rps / engine):.0f} %" if engine else "–"
+        print(f"{row['server'] + '/' + row['format']:16} {rps:8.2f} {row.get('latency_ms_p50') or 0:8.1f} "
+              f"{engine or 0:15.2f} {gap:>6}  {row.get('server_cpu_pct') or 0:.0f}  {row['status']}")
+    print(f"\nthe outputs of one request as KServe v2 JSON: {size / 1e6:.2f} MB; json.dumps of .tolist() "
+          f"{encode:.1f} ms, json.loads {decode:.1f} ms (this Python, one thread)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
