@@ -16,6 +16,8 @@ BENCHMARKS = (
     ("conversion: small models cold vs cache hit, resnet50/bert-base", ["convert_models.py"]),
     ("load generator capacity vs wrk and Locust on nginx", ["loadgen_capacity.py"]),
     ("the same server as a process and in a container: throughput and p99", ["process_vs_container.py"]),
+    ("default against tuned, per stack, on the MLP (a quick configuration search)", ["tune_stacks.py"]),
+    ("each stack against its engine in process, BERT-base in ONNX Runtime", ["engine_gap.py"]),
     ("regression alerts on the recorded real nights (record new ones: regression_nights.py record)",
      ["regression_nights.py", "judge"]),
 )
