@@ -168,3 +168,16 @@ def test_triton_server_side_count_agrees_with_client(mlp_onnx, mlp_spec, log_dir
             assert measurement.server_throughput_rps == pytest.approx(measurement.throughput_rps, rel=0.05)
             recording = Recording.load(str(path))
             assert Path(path).exists() and len(recording.codes) > 0
+
+
+def test_workers_start_from_any_working_directory(tmp_path, mlp_spec, monkeypatch):
+    """The generator's worker processes run `python -m tasks.loadgen.run`: from a folder outside the repository
+    (and with no PYTHONPATH) they must still import it. On the old code this failed with "not ready within 60 s"."""
+    progress: list[str] = []
+    settings = LoadSettings(mode="concurrency", load=2, duration_s=1.0, warmup_s=0.2, window_s=0.5)
+    with fake_server() as endpoint:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+        measurement, _ = run_load_point(endpoint, mlp_spec, settings, tmp_path / "work", progress=progress.append)
+    _check_counts(measurement, settings)
+    assert len(progress) == 2 and progress[0].startswith("window 1/2: concurrency 2, ")  # one line per window
