@@ -14,22 +14,13 @@ from __future__ import annotations
 
 import math
 
-from tasks.metrics import HIGHER, METRICS
+from tasks.metrics import HIGHER, METRICS, number
 from tasks.regress import min_effect
 from tasks.results import CELL_KEY
 from tasks.results import cell_key as key_of_cell
 
 NOISE_SIGMAS = 2.0
 COMPARED_METRICS = ("throughput_rps", "latency_ms_p50", "latency_ms_p99")
-
-
-def number(value: object) -> float | None:
-    """A finite float, or None for missing/NaN/NA values."""
-    try:
-        result = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return result if math.isfinite(result) else None
 
 
 def cell_key(row: dict) -> tuple:

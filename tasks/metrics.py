@@ -5,9 +5,22 @@ Reports and regression checks read this table; nothing else decides whether up i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 HIGHER, LOWER = "higher", "lower"
+
+
+def number(value: object) -> float | None:
+    """A metric's value as a finite float, or None for missing, NaN/NA, booleans and text: the one reading every
+    comparison, report and regression check makes of a published figure."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        result = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return result if math.isfinite(result) else None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tasks.metrics import number
+
 # log-scale standard deviation of one night's value when nothing changed, on a quiet host: the lower end of
 # what the recorded real nights showed (benchmarks/regression_nights.py). Deliberately a quiet host's: a noisy
 # host's own pooled nights outweigh it within a few nights, while a prior as loud as a shared VM's would blind
@@ -121,11 +123,4 @@ def winsorized_mean(values: list[float], sigma: float) -> float:
     return float(np.clip(v, median - WINSOR_SIGMAS * sigma, median + WINSOR_SIGMAS * sigma).mean())
 
 
-def _num(value: object) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
+_num = number

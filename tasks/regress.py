@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tasks.metrics import HIGHER, METRICS
+from tasks.metrics import HIGHER, METRICS, number
 from tasks.noise import Noise, row_se, server_noises, winsorized_mean
 from tasks.results import CELL_KEY, cell_key
 
@@ -185,16 +185,11 @@ class Test:
 
 
 def metric_value(row: dict, metric: str) -> float | None:
-    value = row.get(metric)
-    if value is None or isinstance(value, bool):
+    """The row's figure for a metric on the log scale's domain: positive (an error rate may be 0), else None."""
+    value = number(row.get(metric))
+    if value is None or (metric != "error_rate" and value <= 0):
         return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    if math.isnan(number) or (metric != "error_rate" and number <= 0):
-        return None
-    return number
+    return value
 
 
 def _ratio_pct(log_change: float) -> float:
