@@ -127,8 +127,10 @@ def _prepare(session: dict, conversions: list[dict], run: dict) -> tuple[Artifac
     artifact = Artifact.from_dict(conv["artifact"])
     if not artifact.parity_passed:
         p = conv["parity"]
-        reason = (f"artifact failed parity: max_abs_err={p['max_abs_err']:.3g} max_rel_err={p['max_rel_err']:.3g} "
-                  f"(atol={p['atol']}, rtol={p['rtol']}); not served")
+        ratio = (f"worst |a-b|/(atol+rtol*|b|) {p['max_err_ratio']:.3g} > 1, " if p.get("max_err_ratio") is not None
+                 else "")
+        reason = (f"artifact failed parity against {p.get('reference') or 'its source'}: {ratio}"
+                  f"max_abs_err={p['max_abs_err']:.3g} (atol={p['atol']}, rtol={p['rtol']}); not served")
         return {"rows": [not_measured(run, c, "failed", reason, model_sha256=artifact.sha256) for c in cells],
                 "timeline": timeline}
     return artifact, load_spec(session["model"])
