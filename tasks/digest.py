@@ -17,6 +17,8 @@ DIGEST_SCHEMA_VERSION = "1.0"
 def best_stacks(frame) -> list[dict]:
     """Per model and batch size: the ok cell with the highest throughput, with its latency."""
     ok = frame[frame["status"] == "ok"]
+    if "role" in ok.columns:  # the control cell tells the host's drift; it is not one of the stacks compared
+        ok = ok[ok["role"].isna() | (ok["role"] != "control")]
     best = []
     for (model, batch), group in ok.groupby(["model", "batch_size"], sort=True):
         top = group.sort_values(["throughput_rps", "latency_ms_p99"], ascending=[False, True]).iloc[0]

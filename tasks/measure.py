@@ -93,7 +93,7 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
             speed = speeds.get(row.get("batch_size"))
             row["engine_inprocess_rps"] = speed["rps"] if speed else None
     for row in out["rows"]:
-        row.update(budget.row_fields(config.launcher))
+        row.update(budget.row_fields(config.launcher), role=session.get("role"))
     return out
 
 

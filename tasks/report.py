@@ -445,7 +445,7 @@ def render_report(published: PublishedRun) -> str:
     planned = sum(len(s["cells"]) for s in (published.plan or {}).get("sessions", []))
     verdict = "passed" if published.validation.get("success") else "<span class=bad>failed</span>"
     host = (run.get("provenance") or {}).get("host") or (rows[0] if rows else {})
-    models = sorted({str(r["model"]) for r in rows})
+    models = sorted({str(r["model"]) for r in headline})
     nav = "".join(f"<a href='#{h}'>{t}</a>" for h, t in (
         ("recommendation", "Recommendation"), *((f"model-{m}", m) for m in models), ("changes", "Changes"),
         ("cells", "Cells"), ("failures", "Failures"), ("checks", "Output checks"), ("provenance", "Provenance")))

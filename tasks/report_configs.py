@@ -31,9 +31,11 @@ def _config_id(row: dict) -> str:
 
 
 def headline_rows(rows: list[dict]) -> list[dict]:
-    """Per (model, stack): the rows of its best configuration when a search chose one, else of its default."""
+    """Per (model, stack): the rows of its best configuration when a search chose one, else of its default;
+    never the control cell's rows (measured to tell the host's drift, not compared)."""
     best = {(r.get("model"), stack_of(r)): _config_id(r) for r in rows if r.get("best_config") is True}
-    return [r for r in rows if _config_id(r) == best.get((r.get("model"), stack_of(r)), DEFAULT_CONFIG_ID)]
+    return [r for r in rows if r.get("role") != "control"
+            and _config_id(r) == best.get((r.get("model"), stack_of(r)), DEFAULT_CONFIG_ID)]
 
 
 def _score(rows: list[dict], bound: float | None) -> tuple[float | None, dict | None]:

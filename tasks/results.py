@@ -17,6 +17,7 @@ COLUMNS: dict[str, str] = {
     "run_id": "string", "logical_date": "string", "started_at": "string", "finished_at": "string",
     "schema_version": "string", "pipeline_version": "string", "git_sha": "string",
     "suite": "string",  # the evaluation suite the run's Params came from (suites/<name>.yaml), or null
+    "role": "string",  # "control": the control cell the plan added (not part of the comparison); else null
     # cell key
     "model": "string", "format": "string", "server": "string", "launcher": "string", "device": "string",
     "batch_size": "Int64", "mode": "string", "load": "Float64",
@@ -61,7 +62,7 @@ COLUMNS: dict[str, str] = {
     "status": "string", "reason": "string",
 }
 # Columns added in 1.3; rows of older runs read back with them empty.
-COLUMNS_SINCE = {"1.3": ("suite", "runtime_image_kind", "config_id", "config", "server_cpus", "server_memory",
+COLUMNS_SINCE = {"1.3": ("suite", "role", "runtime_image_kind", "config_id", "config", "server_cpus", "server_memory",
                          "throughput_rps_ci_low", "throughput_rps_ci_high", "served_err_ratio", "restarts",
                          "beyond_capacity", "best_config", "engine_inprocess_rps")}
 KEY_COLUMNS = ("run_id", "schema_version", *CELL_KEY, "status")

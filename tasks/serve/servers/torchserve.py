@@ -52,6 +52,7 @@ ARCHIVE_TIMEOUT_S = 600
 MODEL_VERSION = "1.0"
 UNBATCHED_DELAY_MS = 100  # TorchServe's default maxBatchDelay; irrelevant with batchSize 1
 RESPONSE_TIMEOUT_S = 120
+MAX_MESSAGE_BYTES = 1 << 30  # request and response bodies up to 1 GiB
 JVM_ARGS = "-XX:-UsePerfData"  # no /tmp/hsperfdata_<user>
 
 
@@ -145,6 +146,10 @@ class TorchServeServer(Server):
             "install_py_dep_per_model=false",  # never pip install at model load
             "enable_envvars_config=false",  # stray TS_* variables cannot change this config
             "disable_system_metrics=true",
+            # TorchServe refuses requests (413) and drops responses ("Worker died") over 6.5 MB by default: a
+            # batch of 4 ResNet-50 images or BERT hidden states as JSON is more than that
+            f"max_request_size={MAX_MESSAGE_BYTES}",
+            f"max_response_size={MAX_MESSAGE_BYTES}",
             *([f"number_of_netty_threads={opts.cpus}", f"netty_client_threads={opts.cpus}"] if opts.cpus else []),
             f"vmargs={jvm_args}",
         ]
