@@ -104,10 +104,11 @@ def _share(store: S3Store, artifact: Artifact, log: Callable[[str], object]) -> 
 
 
 def local_artifact(artifact: Artifact, store: S3Store | None, log: Callable[[str], object] = print) -> Artifact:
-    """The artifact on this host's disk: as converted when its path is here, else fetched by its key from the
-    store's artifact cache (`share_artifacts`) into this host's artifact cache, its SHA-256 checked. A measuring
-    host never relies on a disk it shares with the converting worker."""
-    if Path(artifact.path).exists():
+    """The artifact on this host's disk: as converted when its path is in this host's artifact cache, else from
+    that cache by its key, fetched first from the store's artifact cache (`share_artifacts`), its SHA-256 checked.
+    A measuring host never relies on a disk it shares with the converting worker (a path outside its own cache is
+    another host's, even where the file happens to be visible)."""
+    if Path(artifact.path).exists() and artifacts_root().resolve() in Path(artifact.path).resolve().parents:
         return artifact
     name = f"{artifact.model}/{artifact.format} artifact {artifact.key[:20]}"
     directory = artifacts_root() / artifact.model / artifact.format / artifact.key[:20]
