@@ -50,7 +50,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tasks.errors import ConfigError, RuntimeBuildError, ServerStartError
-from tasks.runtimes import DOCKER_DIR, REPO_ROOT, cache_root, requirements_path
+from tasks.runtimes import DOCKER_DIR, REPO_ROOT, available_runtimes, cache_root, requirements_path
 
 PROJECT_REPO = "serving-eval"
 BASE_SCRIPT = DOCKER_DIR / "base" / "build-base.sh"
@@ -73,6 +73,9 @@ DEPLOYMENT_IMAGES = ("airflow", "postgres", "redis")
 EXTRA_CONTEXT["airflow"] = ("tasks", "models", "dags", "plugins", "suites")
 EXTRA_WHOLE = {"airflow": ("docker",)}  # every file of these folders (entry scripts, configs), not only .py/.yaml
 ROOT_FILES = {"airflow": ("requirements.txt",)}
+# Images whose workers build the runtimes' venvs at run time (converters, launcher=process servers): they carry the
+# host wheels every runtime pins (torch's CPU build), found by pip through PIP_FIND_LINKS.
+RUNTIME_WHEELS = ("airflow",)
 # The variables of docker/compose.yaml that name the deployment's images (python -m tasks.images compose-env)
 COMPOSE_VARS = {"airflow": "SERVING_EVAL_AIRFLOW_IMAGE", "postgres": "SERVING_EVAL_POSTGRES_IMAGE",
                 "redis": "SERVING_EVAL_REDIS_IMAGE"}
@@ -178,9 +181,11 @@ def host_wheels(runtime: str, log=print) -> list[Path]:
     """The host's wheels of the runtime's HOST_WHEELS requirements, fetched once by the host's pip (its own
     settings: a local wheel folder, a mirror) into <cache>/wheels/ and reused."""
     wheels = []
-    if runtime in DEPLOYMENT_IMAGES:
+    if runtime in DEPLOYMENT_IMAGES and runtime not in RUNTIME_WHEELS:
         return wheels
-    for name, version in sorted(pinned_requirements(runtime).items()):
+    pins = pinned_requirements(runtime) if runtime not in RUNTIME_WHEELS else {
+        name: version for r in available_runtimes() for name, version in pinned_requirements(r).items()}
+    for name, version in sorted(pins.items()):
         if name not in HOST_WHEELS:
             continue
         folder = cache_root() / "wheels" / f"{name}-{version}"
@@ -219,7 +224,8 @@ def context_files(runtime: str, log=print) -> dict[str, Path]:
         root = REPO_ROOT / name
         whole = name in EXTRA_WHOLE.get(runtime, ())
         files.update({p.relative_to(REPO_ROOT).as_posix(): p for p in sorted(root.rglob("*"))
-                      if p.is_file() and (whole or p.suffix in EXTRA_SUFFIXES) and "__pycache__" not in p.parts})
+                      if p.is_file() and (whole or p.suffix in EXTRA_SUFFIXES) and "__pycache__" not in p.parts
+                      and not p.name.startswith("compose")})  # the deployment's files are not the image's
     files.update({name: REPO_ROOT / name for name in ROOT_FILES.get(runtime, ())})
     files.update({f"wheels/{w.name}": w for w in host_wheels(runtime, log)})
     files.update({f"ca/{i:02d}-{p.name}": p for i, p in enumerate(ca_files())})

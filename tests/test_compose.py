@@ -121,3 +121,55 @@ def test_database_broker_store_and_a_worker_come_up_and_answer(compose, no_docke
         print(f"database, broker, store and worker answered in {time.monotonic() - started:.0f} s")
     finally:
         _run(compose, env, *project, "down", "-v", "--remove-orphans", "--timeout", "20", check=False)
+
+
+E2E_ENV = "SERVING_EVAL_COMPOSE_E2E"
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(os.environ.get(E2E_ENV) != "1", reason=f"{E2E_ENV}=1 runs the whole deployment (about 10 minutes: "
+                    "the workers build the converter and server venvs inside their containers on first use)")
+def test_a_run_through_the_whole_compose_deployment(compose, no_docker_leftovers, tmp_path):
+    """Every component in containers (init, api-server, scheduler, dag-processor, triggerer, the default-queue worker
+    and a measuring-host worker on the host network), the smoke suite triggered for host cpu-a, published complete."""
+    import json
+
+    from tasks.images import compose_env
+    from tasks.store import ConnectionFields, S3Store
+
+    images = compose_env(log=lambda line: print(f"  {line}"))
+    ports = free_ports(("db", "broker", "store", "api"))
+    cache = tmp_path / "host-cache"
+    cache.mkdir()
+    env = {**images, "AIRFLOW_JWT_SECRET": uuid.uuid4().hex, "SERVING_EVAL_DB_PORT": str(ports["db"]),
+           "SERVING_EVAL_BROKER_PORT": str(ports["broker"]), "SERVING_EVAL_STORE_PORT": str(ports["store"]),
+           "AIRFLOW_PORT": str(ports["api"]), "SERVING_EVAL_HOSTS": "cpu-a", "SERVING_EVAL_HOST": "cpu-a",
+           "SERVING_EVAL_HOST_CACHE": str(cache), "SERVING_EVAL_SCHEDULE": "False"}
+    project = ["-p", f"serving-eval-e2e-{uuid.uuid4().hex[:8]}"]
+    started = time.monotonic()
+    try:
+        _run(compose, env, *project, "up", "-d", timeout_s=UP_TIMEOUT_S * 2)
+        deadline = time.monotonic() + UP_TIMEOUT_S * 2
+        while "nightly_serving_eval" not in _run(compose, env, *project, "exec", "-T", "airflow-api-server", "airflow",
+                                                 "dags", "list", check=False).stdout:
+            assert time.monotonic() < deadline, _run(compose, env, *project, "logs", "--tail", "60").stdout[-8000:]
+            time.sleep(5)
+        print(f"deployment up, DAG parsed after {time.monotonic() - started:.0f} s")
+        conf = {"suite": "smoke", "concurrencies": [1], "duration_s": 3.0, "warmup_s": 1.0, "window_s": 1.0,
+                "hosts": ["cpu-a"], "ready_timeout_s": 300}
+        trigger = ("dags", "trigger", "nightly_serving_eval", "--run-id", "compose-e2e", "--conf", json.dumps(conf))
+        for args in (("dags", "unpause", "nightly_serving_eval"), trigger):
+            _run(compose, env, *project, "exec", "-T", "airflow-api-server", "airflow", *args)
+        store = S3Store("serving-eval", "serving-eval", ConnectionFields("store", "testing", "testing", {
+            "endpoint_url": f"http://127.0.0.1:{ports['store']}", "region_name": "us-east-1"}))
+        deadline = time.monotonic() + 1500
+        while not store.exists(store.key("latest.json")):
+            if time.monotonic() > deadline:
+                raise AssertionError(_run(compose, env, *project, "logs", "--tail", "80", check=False).stdout[-12000:])
+            time.sleep(10)
+        pointer = store.get_json(store.key("latest.json"))
+        manifest = store.get_json(pointer["manifest"])
+        print(f"published {manifest['status']} after {time.monotonic() - started:.0f} s: {pointer['manifest']}")
+        assert manifest["status"] == "complete" and manifest["provenance"]["hosts"].keys() == {"cpu-a"}
+    finally:
+        _run(compose, env, *project, "down", "-v", "--remove-orphans", "--timeout", "20", check=False)
