@@ -18,6 +18,7 @@ import pytest
 from tasks.store import S3Store
 from tests.celery_cluster import celery_cluster, missing_services
 from tests.dagrun import (
+    port_is_free,
     read_json_object,
     read_run,
     results_frame,
@@ -91,6 +92,14 @@ def test_two_celery_workers_measure_their_own_hosts_side_by_side(services_presen
                             "WHERE dag_id = %s AND run_id = %s", DAG_ID, run_id)
         assert state == "success", f"{tis}\n{cluster.task_logs(DAG_ID, run_id)}\n{cluster.logs()}"
         worker_logs = {h: (cluster.workdir / f"worker-{h}.log").read_text(errors="replace") for h in HOSTS}
+        ports = [int(cluster.api_url.rsplit(":", 1)[1]), int(cluster.db_url.split(":")[1].split("/")[0]),
+                 int(cluster.env["AIRFLOW__CELERY__BROKER_URL"].rsplit(":", 1)[1].split("/")[0])]
+        processes = list(cluster.processes.values())
+        workdir = cluster.workdir
+    # every process the deployment started is gone, its ports free, its folder removed
+    assert all(p.poll() is not None for p in processes)
+    assert all(port_is_free(port) for port in ports), ports
+    assert not workdir.exists()
 
     # every measuring task ran in its host's queue and pool, the rest in the default queue
     for task_id, _, _state, queue, pool in tis:
