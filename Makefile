@@ -11,7 +11,7 @@ export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 export PYTHONPATH := $(CURDIR)
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: venv demo test test-fast lint airflow benchmarks clean engine engine-stop images
+.PHONY: venv demo test test-fast lint airflow benchmarks clean engine engine-stop images compose-env
 
 venv: $(STAMP)
 
@@ -48,6 +48,10 @@ engine-stop: venv
 ## images: build (or reuse) the serving runtimes' images on the project's Debian base (an engine for its length)
 images: venv
 	$(PY) -m tasks.docker_engine run -- $(PY) -m tasks.images build
+
+## compose-env: build (or reuse) the deployment's images (airflow, postgres, redis) and write docker/compose.env
+compose-env: venv
+	$(PY) -m tasks.docker_engine run -- $(PY) -m tasks.images compose-env
 
 ## airflow: the Airflow UI on http://127.0.0.1:8080 with the DAG loaded (see README: log-in, trigger form)
 airflow: venv

@@ -1,12 +1,15 @@
-"""Nightly serving evaluation: convert each model, serve it on each stack one server at a time, load-test it,
-validate the results and publish them to S3.
+"""Nightly serving evaluation: convert each model, serve it on each stack one server at a time per host, load-test
+it, validate the results and publish them to S3.
 
 Every night at 02:00 UTC, or from the trigger form. `plan` checks every input first (bad input fails it alone,
-before anything is converted or started). Each mapped `measure` task is one server session (start, all its
-load points, stop) in the `serving_eval_host` pool, one at a time per host, so no two servers are ever up
-together. Suspected regressions are re-measured by `confirm`, in the same pool, before they are published.
-Failed cells are published (run marked partial, or failed when nothing could be measured) and then fail the
-run in `check`.
+before anything is converted or started) and spreads the server sessions over the run's measuring hosts (Param
+`hosts`). Each host has its own tasks, made at parse time from `SERVING_EVAL_HOSTS` (tasks/hosts.py): its
+`measure_<host>` task is mapped over that host's sessions (one server session each: start, all its load points,
+stop), in that host's Celery queue and one-slot pool `serving_eval_host_<host>`, so hosts measure side by side and
+no host ever runs two servers. Conversions and the other steps run on Airflow's default queue. Suspected
+regressions are re-measured by `confirm_<host>`, on the host that measured them, before they are published. Failed
+cells are published (run marked partial, or failed when nothing could be measured) and then fail the run in
+`check`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from tasks.config import (
     server_names,
 )
 from tasks.convert import FORMATS
+from tasks.hosts import deployed_hosts
 from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, STABLE_WINDOWS
 from tasks.publish import PUBLISHED_RUNS_ASSET
 from tasks.serve.base import DEVICES, IMAGE_SOURCES
@@ -38,7 +42,7 @@ from tasks.suites import SCHEDULED_SUITE, suite_names, suites_markdown
 
 # A plain name, not an s3:// URI: an s3 URI makes Airflow load the Amazon provider (and boto3) at parse time.
 PUBLISHED_RUNS = Asset(name=PUBLISHED_RUNS_ASSET)
-HOST_POOL = "serving_eval_host"  # one slot per host that runs servers: one server session at a time
+HOSTS = deployed_hosts()  # SERVING_EVAL_HOSTS, read at parse time (no DB, no connection): one queue and pool each
 D = RunConfig()  # the built-in defaults, under every suite's values
 
 
@@ -170,6 +174,12 @@ def _connection(conn_id: str):
                                                  description="above it the re-measurement is no evidence and the "
                                                              "suspect stays unconfirmed (100: never)",
                                                  section="Outcome"),
+        "hosts": suite_param("array", minItems=1, uniqueItems=True,
+                             items={"type": "string", "enum": [h.name for h in HOSTS]},
+                             examples=[h.name for h in HOSTS], title="Measuring hosts",
+                             description="the sessions are spread over these (longest first, to the least loaded); "
+                                         "empty: every host of the deployment (SERVING_EVAL_HOSTS)",
+                             section="Where to measure"),
         "control_cell": suite_param("string", pattern="^([^/]+/[^/]+/[^/]+|none)$",
                                     title="Control cell (model/format/server), measured every night",
                                     description="tells 'the host got slower' from 'this stack got slower' "
@@ -178,26 +188,30 @@ def _connection(conn_id: str):
 )
 def nightly_serving_eval():
     @setup
-    def sweep_leftovers() -> int:
-        from tasks.pipeline import sweep_leftovers
+    def sweep_leftovers(host: str) -> int:
+        from tasks.pipeline import sweep_host
 
-        return sweep_leftovers()
+        return sweep_host(None, host)
 
     @task
     def plan(params=None, run_id=None, dag_run=None) -> dict:
         """Check every input (bad input fails here alone, naming the model and field) and expand the plan."""
+        from tasks.config import RunConfig
         from tasks.pipeline import start_run
 
         logical = (dag_run.logical_date or dag_run.run_after).isoformat()
-        return start_run(dict(params), run_id=run_id, logical_date=logical, conn=_connection(params["aws_conn_id"]))
+        conn_id = RunConfig.from_params(dict(params)).aws_conn_id  # an empty Param: the suite's value or the default
+        return start_run(dict(params), run_id=run_id, logical_date=logical, conn=_connection(conn_id))
 
     @task
     def conversions(started: dict) -> list[dict]:
         return started["conversions"]
 
     @task
-    def sessions(started: dict) -> list[dict]:
-        return started["sessions"]
+    def sessions(started: dict, host: str) -> list[dict]:
+        from tasks.pipeline import host_sessions
+
+        return host_sessions(started, host)
 
     @task(retries=1, map_index_template="{{ task.op_kwargs['conversion']['model'] }}."
                                         "{{ task.op_kwargs['conversion']['format'] }}")
@@ -206,22 +220,21 @@ def nightly_serving_eval():
 
         return convert_in_run(conversion, started, _connection(started["config"]["aws_conn_id"]))
 
-    @task(pool=HOST_POOL, max_active_tis_per_dag=1, map_index_template="{{ task.op_kwargs['session']['session_id'] }}")
+    @task(max_active_tis_per_dag=1, map_index_template="{{ task.op_kwargs['session']['session_id'] }}")
     def measure(session: dict, started: dict, converted: list[dict]) -> dict:
-        from tasks.config import RunConfig
-        from tasks.measure import measure_session
+        from tasks.pipeline import measure_in_run
 
-        return measure_session(session, list(converted), started["run"], RunConfig.from_params(started["config"]))
+        return measure_in_run(session, list(converted), started, _connection(started["config"]["aws_conn_id"]))
 
     @task(trigger_rule="all_done")
-    def collect(started: dict, measured: list[dict]) -> dict:
+    def collect(started: dict, measured: list[list[dict]]) -> dict:
         if started is None:  # the plan step failed: it alone says why; everything after it is skipped
             from airflow.sdk.exceptions import AirflowSkipException
 
             raise AirflowSkipException("the plan step failed: nothing was converted, measured or published")
         from tasks.pipeline import collect_results
 
-        return collect_results(started, list(measured))
+        return collect_results(started, [out for host in measured for out in (host or [])])
 
     @task
     def validate(started: dict, collected: dict, converted: list[dict]) -> dict:
@@ -235,18 +248,20 @@ def nightly_serving_eval():
 
         return regress_step(started, collected, list(converted), _connection(started["config"]["aws_conn_id"]))
 
-    @task(pool=HOST_POOL, max_active_tis_per_dag=1)
-    def confirm(started: dict, converted: list[dict], regressed: dict) -> dict:
+    @task
+    def confirm(started: dict, converted: list[dict], regressed: dict, host: str) -> dict:
         from tasks.pipeline import confirm_step
 
-        return confirm_step(started, list(converted), regressed)
+        return confirm_step(started, list(converted), regressed, host, _connection(started["config"]["aws_conn_id"]))
 
     @task(outlets=[PUBLISHED_RUNS])
-    def publish(started: dict, collected: dict, converted: list[dict], validation: dict, regressed: dict) -> dict:
-        from tasks.pipeline import publish_step
+    def publish(started: dict, collected: dict, converted: list[dict], validation: dict, regressed: dict,
+                confirmed: list[dict]) -> dict:
+        from tasks.pipeline import merge_confirmed, publish_step
 
         conn = _connection(started["config"]["aws_conn_id"])
-        summary = publish_step(started, collected, list(converted), validation, conn, regressed)
+        summary = publish_step(started, collected, list(converted), validation, conn,
+                               merge_confirmed(regressed, list(confirmed)))
         get_current_context()["outlet_events"][PUBLISHED_RUNS].extra = summary
         return summary
 
@@ -256,24 +271,31 @@ def nightly_serving_eval():
 
         return check_outcome(summary)
 
-    @teardown
-    def sweep_run_leftovers(run_id=None) -> int:
-        from tasks.pipeline import cleanup_run_dir, sweep_leftovers
+    def sweep_run(host: str | None = None, run_id=None) -> int:
+        from tasks.pipeline import sweep_host
 
-        swept = sweep_leftovers(run_id)
-        cleanup_run_dir(run_id)
-        return swept
+        return sweep_host(run_id, host)
 
-    before = sweep_leftovers()
+    def sweep_run_leftovers(host: str | None = None, **routing):  # a teardown's trigger rule cannot be overridden
+        return teardown(task(task_id=f"sweep_run_{host}" if host else "sweep_run_leftovers", **routing)(sweep_run))
+
+    # One set of measuring tasks per host, in its queue and pool: Airflow routes per task, not per mapped instance.
+    on_host = {h.name: {"queue": h.queue, "pool": h.pool} if h.queue else {"pool": h.pool} for h in HOSTS}
+    before = {h: sweep_leftovers.override(task_id=f"sweep_{h}", **on_host[h])(h) for h in on_host}
     started = plan()
     converted = convert.partial(started=started).expand(conversion=conversions(started))
-    measured = measure.partial(started=started, converted=converted).expand(session=sessions(started))
+    measured = [measure.override(task_id=f"measure_{h}", **on_host[h]).partial(started=started, converted=converted)
+                .expand(session=sessions.override(task_id=f"sessions_{h}")(started, h)) for h in on_host]
     collected = collect(started, measured)
     validation = validate(started, collected, converted)
-    confirmed = confirm(started, converted, regressions(started, collected, converted))
-    summary = publish(started, collected, converted, validation, confirmed)
-    before >> started
-    summary >> sweep_run_leftovers() << before
+    regressed = regressions(started, collected, converted)
+    confirmed = [confirm.override(task_id=f"confirm_{h}", **on_host[h])(started, converted, regressed, h)
+                 for h in on_host]
+    summary = publish(started, collected, converted, validation, regressed, confirmed)
+    list(before.values()) >> started
+    summary >> sweep_run_leftovers()() << list(before.values())  # the run's work folder on a default-queue worker
+    for h, setup_task in before.items():
+        summary >> sweep_run_leftovers(h, **on_host[h])(h) << setup_task
     check(summary)
 
 

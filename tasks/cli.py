@@ -278,14 +278,21 @@ def cmd_airflow(args: argparse.Namespace) -> int:
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True"),
         })
         migrate_db(env)
-        airflow("pools", "set", "serving_eval_host", "1", "one server session at a time on this host",
-                env=env, capture_output=True)
+        create_pools(env)
         print(f"embedded S3 at {s3.endpoint_url}; Airflow UI at http://127.0.0.1:{args.port} (Ctrl-C stops both)")
         try:
             run_child([str(Path(sys.executable).with_name("airflow")), "standalone"], env)
         except KeyboardInterrupt:
             pass
     return EXIT_OK
+
+
+def create_pools(env: dict[str, str]) -> None:
+    """One one-slot pool per measuring host of the deployment (tasks/hosts.py): one server session at a time each."""
+    from tasks.hosts import deployed_hosts
+
+    for host in deployed_hosts(env):
+        airflow("pools", "set", host.pool, "1", host.pool_description, env=env, capture_output=True, check=True)
 
 
 def add_store_options(parser: argparse.ArgumentParser) -> None:
@@ -435,6 +442,43 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if any(r["verdict"] == "worse" for r in records) else 0
 
 
+def cmd_hosts(args: argparse.Namespace) -> int:
+    """How many measuring hosts a nightly matrix needs for a window, from a published run's session timelines."""
+    from tasks.capacity import cell_durations, hosts_needed, run_matrix
+    from tasks.history import find_run
+
+    store = open_store(args)
+    store.check()
+    manifest = find_run(store, args.run)
+    names = {o["name"]: o["key"] for o in manifest["objects"]}
+    if "logs/sessions.json" not in names:
+        raise ConfigError("run", args.run, "must be a published run with logs/sessions.json")
+    durations = cell_durations(json.loads(store.get(names["logs/sessions.json"])))
+    plan = json.loads(store.get(names["plan.json"])) if "plan.json" in names else {}
+    models, stacks, loads = run_matrix(plan)
+    estimate = hosts_needed(durations, args.models or models, args.stacks or stacks, args.loads or loads,
+                            args.window_h * 3600)
+    if args.json:
+        print(json.dumps({"run_id": manifest["run_id"], "durations": durations.to_dict(),
+                          "estimate": estimate.to_dict()}, indent=2))
+        return 0
+    print(f"run {manifest['run_id']} ({manifest['logical_date'][:10]}): {durations.sessions} server sessions, "
+          f"{durations.points} load points, on host(s) {', '.join(durations.hosts)}; "
+          f"{durations.busy_s:.0f} s of servers up")
+    print(f"  per load point: {durations.point_s:.1f} s (longest {durations.point_max_s:.1f} s)")
+    print(f"  per session besides its load points (start-up, served check, stop): {durations.overhead_s:.1f} s "
+          f"(longest {durations.overhead_max_s:.1f} s)")
+    print(f"  between two sessions on a host (the next task's start): {durations.gap_s:.1f} s "
+          f"({durations.gaps} gaps measured)")
+    print(f"matrix: {estimate.models} models x {estimate.stacks} stacks x {estimate.loads} load points = "
+          f"{estimate.sessions} sessions, {estimate.host_time_s / 3600:.2f} h of host time")
+    if estimate.hosts_needed is None:
+        print(f"window {args.window_h:g} h: no number of hosts fits it: {estimate.note}")
+    else:
+        print(f"window {args.window_h:g} h: {estimate.hosts_needed} host(s) ({estimate.note})")
+    return 0
+
+
 def add_store_commands(sub) -> None:
     """The subcommands that plan a run or read the store: plan, runs, report, compare."""
     plan = sub.add_parser("plan", help="the cells a run of a suite/conf would measure (nothing is run)")
@@ -453,7 +497,14 @@ def add_store_commands(sub) -> None:
     compare.add_argument("run_a")
     compare.add_argument("run_b")
     compare.add_argument("--json", action="store_true")
-    for parser, func in ((runs, cmd_runs), (report, cmd_report), (compare, cmd_compare)):
+    hosts = sub.add_parser("hosts", help="measuring hosts a nightly matrix needs for a window (from a run's timelines)")
+    hosts.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run_id=<id>")
+    hosts.add_argument("--window-h", type=float, default=4.0, help="the nightly window, hours (default 4)")
+    hosts.add_argument("--models", type=int, help="M models (default: the run's)")
+    hosts.add_argument("--stacks", type=int, help="S stacks, server x format (default: the run's)")
+    hosts.add_argument("--loads", type=int, help="L load points per session (default: the run's)")
+    hosts.add_argument("--json", action="store_true")
+    for parser, func in ((runs, cmd_runs), (report, cmd_report), (compare, cmd_compare), (hosts, cmd_hosts)):
         add_store_options(parser)
         parser.set_defaults(func=func)
 

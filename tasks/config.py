@@ -84,6 +84,7 @@ class RunConfig:
     control_cell: str | None = "mlp/onnx/custom"  # model/format/server measured every night (tasks/control.py)
     confirm_regressions: bool = True  # re-measure suspected regressions before publishing (tasks/confirm.py)
     confirm_max_neighbour_pct: float = 25.0  # above this much CPU used by other work, a re-measurement is no evidence
+    hosts: tuple[str, ...] | None = None  # the measuring hosts of the run (tasks/hosts.py); None: every deployed one
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RunConfig:
@@ -99,7 +100,7 @@ class RunConfig:
         values = {k: v for k, v in params.items() if k in known and v is not None}
         if str(params.get("control_cell", "")).lower() in ("none", "off"):
             values["control_cell"] = None  # "none" turns the control off (a null means "the suite's, or default")
-        for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates"):
+        for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates", "hosts"):
             if name in values:
                 if isinstance(values[name], (str, int, float)):
                     values[name] = [values[name]]
@@ -186,6 +187,15 @@ class RunConfig:
                     raise ConfigError("control_cell", self.control_cell, f"its {name} must be one of {list(allowed)}")
         if not self.aws_conn_id:
             raise ConfigError("aws_conn_id", self.aws_conn_id, "must name an Airflow connection")
+        from tasks.hosts import check_hosts
+
+        check_hosts(self.hosts)
+
+    def target_hosts(self) -> tuple[str, ...]:
+        """The hosts this run measures on: `hosts`, or every host of the deployment (`SERVING_EVAL_HOSTS`)."""
+        from tasks.hosts import check_hosts
+
+        return check_hosts(self.hosts)
 
     def load_groups(self) -> list[tuple[str, tuple[float, ...]]]:
         """(cell mode, loads) of every server session: the closed loop's listed concurrencies or one

@@ -14,7 +14,9 @@ host's drift (the control moved as much), or the host busy (other work used more
 `confirm_max_neighbour_pct` of its CPU during the re-measurement, `tasks.hostload`: such a measurement is no
 evidence either way).
 
-Like every measuring step, this holds the host: in the DAG it runs in the `serving_eval_host` pool.
+Like every measuring step, this holds the host: in the DAG one `confirm_<host>` task per measuring host re-measures
+the suspects that were measured on that host, in that host's queue and pool (tasks/hosts.py); `merge_confirmations`
+puts their verdicts together. The false-alarm budget (Bonferroni) stays the night's: alpha over every suspect.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ SESSION_KEY = ("model", "format", "server", "launcher", "device")
 CELL_FIELDS = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "protocol")
 
 
-def remeasure_order(suspects: list[dict], control: dict | None) -> list[dict]:
+def remeasure_order(suspects: list[dict], control: dict | None, prefix: str = CONFIRM_PREFIX) -> list[dict]:
     """Sessions to run, in order: the control first, then each suspect session followed by the control.
 
     `suspects` are rows or cells (the cell key and protocol are read). Every suspect session has a control
@@ -42,17 +44,17 @@ def remeasure_order(suspects: list[dict], control: dict | None) -> list[dict]:
     order: list[dict] = []
     control_cell = {k: control.get(k) for k in CELL_FIELDS} if control else None
     if control_cell:
-        order.append(_session(len(order), "control", [control_cell]))
+        order.append(_session(len(order), "control", [control_cell], prefix))
     for cells in groups.values():
-        order.append(_session(len(order), "suspect", cells))
+        order.append(_session(len(order), "suspect", cells, prefix))
         if control_cell:
-            order.append(_session(len(order), "control", [control_cell]))
+            order.append(_session(len(order), "control", [control_cell], prefix))
     return order
 
 
-def _session(index: int, role: str, cells: list[dict]) -> dict:
+def _session(index: int, role: str, cells: list[dict], prefix: str = CONFIRM_PREFIX) -> dict:
     first = cells[0]
-    tag = f"{CONFIRM_PREFIX}{index}"
+    tag = f"{prefix}{index}"
     cells = [{**c, "cell_id": f"{tag}.{cell_id(c)}"} for c in cells]
     return {"session_id": f"{tag}.{role}.{first['model']}.{first['format']}.{first['server']}."
                           f"{first['launcher']}.{first['device']}",
@@ -165,8 +167,9 @@ def decide(record: dict, row: dict | None, drift_log: float | None, alpha: float
 
 
 def confirm_records(regressions: dict, measured: list[dict], order: list[dict], alpha: float = ALPHA_CONFIRM,
-                    neighbour_max_pct: float = NEIGHBOUR_MAX_PCT) -> dict:
-    """Apply the re-measurements to the suspects of `regressions` (a regressions.json dict): a new dict."""
+                    neighbour_max_pct: float = NEIGHBOUR_MAX_PCT, only: Callable[[dict], bool] | None = None) -> dict:
+    """Apply the re-measurements to the suspects of `regressions` (a regressions.json dict): a new dict. With
+    `only`, just the suspects it accepts are settled (one host's); alpha is still split over every suspect."""
     from tasks.regress_run import count_verdicts
 
     records = [dict(r) for r in regressions["records"]]
@@ -174,6 +177,8 @@ def confirm_records(regressions: dict, measured: list[dict], order: list[dict], 
     control = (regressions.get("control") or {}).get("cell")
     control_records = {r["metric"]: r for r in records if control and _same_cell(control, r)}
     for record in suspects:
+        if only is not None and not only(record):
+            continue
         is_control = bool(control) and _same_cell(control, record)
         rounds = [m for m in measured if _same_cell(m["row"], record) and (m["role"] == "suspect" or is_control)]
         found = rounds[0] if rounds else None
@@ -189,30 +194,77 @@ def confirm_records(regressions: dict, measured: list[dict], order: list[dict], 
                      **{k: m["row"].get(k) for k in ("status", "throughput_rps", "latency_ms_p50", "latency_ms_p99")}}
                     for m in measured if m["role"] == "control"]
     summary = {"sessions": [{k: s[k] for k in ("round", "role", "session_id")} for s in order],
-               "control_rows": control_rows, "alpha": alpha, "suspects": len(suspects)}
+               "control_rows": control_rows, "alpha": alpha,
+               "suspects": sum(1 for r in suspects if only is None or only(r))}
     return {**regressions, **count_verdicts(records), "confirmation": summary, "records": records}
 
 
-def confirm_run(started: dict, converted: list[dict], regressions: dict, *, measure: Callable | None = None) -> dict:
-    """Re-measure the run's suspects (fresh sessions, interleaved with the control) and settle their verdicts."""
+def host_of(record: dict, sessions: list[dict]) -> str | None:
+    """The measuring host of the planned session a record's cell belongs to (None: a plan without hosts)."""
+    for session in sessions:
+        if session["cells"] and all(session["cells"][0].get(k) == record.get(k) for k in SESSION_KEY):
+            return session.get("host")
+    return None
+
+
+def confirm_run(started: dict, converted: list[dict], regressions: dict, *, measure: Callable | None = None,
+                host: str | None = None, store=None) -> dict:
+    """Re-measure the run's suspects (fresh sessions, interleaved with the control) and settle their verdicts; with
+    `host`, only the suspects measured on that host (the others stay pending for their own host's task)."""
     from tasks.config import RunConfig
     from tasks.regress_run import count_verdicts
 
     config = RunConfig.from_params(started["config"])
-    suspects = [r for r in regressions.get("records", []) if is_suspect(r)]
+    mine = (lambda r: True) if host is None else (lambda r: host_of(r, started["sessions"]) in (host, None))
+    suspects = [r for r in regressions.get("records", []) if is_suspect(r) and mine(r)]
     if not suspects:
         return regressions
     if not config.confirm_regressions:
         records = [{**r, "confirmation": {"outcome": "not_run", "reason": "Param confirm_regressions is off"}}
-                   if is_suspect(r) else r for r in regressions["records"]]
+                   if is_suspect(r) and mine(r) else r for r in regressions["records"]]
         return {**regressions, **count_verdicts(records), "records": records}
     control = (regressions.get("control") or {}).get("cell")
-    order = remeasure_order(suspects, control)
+    order = remeasure_order(suspects, control, CONFIRM_PREFIX if host is None else f"{CONFIRM_PREFIX}-{host}-")
+    if measure is None and store is not None:
+        from tasks.measure import measure_session
+
+        def measure(session, conversions, run, cfg):
+            return measure_session(session, conversions, run, cfg, store=store)
     try:
         measured = remeasure(order, converted, started["run"], config, measure=measure)
     except Exception as exc:  # noqa: BLE001 - the run is still published; its suspects say why they stay unconfirmed
         reason = f"the re-measurement could not run: {type(exc).__name__}: {exc}"[:500]
         records = [{**r, "verdict": "unconfirmed", "confirmation": {"outcome": "not_run", "reason": reason}}
-                   if is_suspect(r) else r for r in regressions["records"]]
+                   if is_suspect(r) and mine(r) else r for r in regressions["records"]]
         return {**regressions, **count_verdicts(records), "records": records}
-    return confirm_records(regressions, measured, order, neighbour_max_pct=config.confirm_max_neighbour_pct)
+    confirmed = confirm_records(regressions, measured, order, neighbour_max_pct=config.confirm_max_neighbour_pct,
+                                only=mine)
+    if host is not None:
+        confirmed["confirmation"]["host"] = host
+    return confirmed
+
+
+def merge_confirmations(regressions: dict, parts: list[dict | None]) -> dict:
+    """One regressions.json from the per-host confirmations of the same regression check: each suspect as the part
+    that settled it (still pending in every part: as the check left it), verdicts recounted, the hosts'
+    confirmation summaries side by side."""
+    from tasks.regress_run import count_verdicts
+
+    parts = [p for p in parts if p]
+    if not parts:
+        return regressions
+    if len(parts) == 1:
+        return parts[0]
+    records = []
+    for i, record in enumerate(regressions.get("records", [])):
+        settled = [p["records"][i] for p in parts if i < len(p.get("records", [])) and not is_suspect(
+            p["records"][i]) and is_suspect(record)]
+        records.append(settled[0] if settled else record)
+    summaries = [p["confirmation"] for p in parts if p.get("confirmation")]
+    merged = {**regressions, **count_verdicts(records), "records": records}
+    if summaries:
+        merged["confirmation"] = {"hosts": summaries, "suspects": sum(s.get("suspects", 0) for s in summaries),
+                                  "sessions": [s for summary in summaries for s in summary.get("sessions", [])],
+                                  "control_rows": [r for summary in summaries for r in summary.get("control_rows", [])],
+                                  "alpha": summaries[0].get("alpha")}
+    return merged

@@ -19,6 +19,10 @@ of one runtime take a file lock, so two processes that need the same image build
 Official images (NVIDIA's Triton, TorchServe's, TensorFlow Serving's) are not built: they are used as the
 registry serves them, when one does (`official_image`).
 
+The deployment's images (docker/compose.yaml) build the same way: `airflow` (docker/airflow/: Airflow with this
+project, from the repository's requirements.txt and code), `postgres` and `redis` (Debian's packages on the base).
+`python -m tasks.images compose-env` builds or reuses them and writes their tags into docker/compose.env.
+
 The CA option (`SERVING_EVAL_CA_CERTS`): `host` (the default) copies the host's extra CA certificates, those
 installed with update-ca-certificates under /usr/local/share/ca-certificates, into the build (a TLS-inspecting
 proxy, as in many companies: without them pip fails with CERTIFICATE_VERIFY_FAILED); a path names a `.crt`
@@ -46,7 +50,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tasks.errors import ConfigError, RuntimeBuildError, ServerStartError
-from tasks.runtimes import DOCKER_DIR, REPO_ROOT, cache_root, requirements_path
+from tasks.runtimes import DOCKER_DIR, REPO_ROOT, available_runtimes, cache_root, requirements_path
 
 PROJECT_REPO = "serving-eval"
 BASE_SCRIPT = DOCKER_DIR / "base" / "build-base.sh"
@@ -62,6 +66,19 @@ SKIP_CONTEXT = ("README.md", "__pycache__")
 # its context, so of its hash.
 EXTRA_CONTEXT = {runtime: ("tasks", "models") for runtime in ("convert-torch", "convert-tf", "convert-tensorrt")}
 EXTRA_SUFFIXES = (".py", ".yaml")
+# The deployment's images (docker/compose.yaml): Airflow with the project (its context: the repository's
+# requirements.txt, code, DAGs, plugins, catalogue, suites and every runtime's folder), PostgreSQL and Redis from
+# Debian's packages. They are not runtimes: no docker/<name>/requirements.txt, no host wheels.
+DEPLOYMENT_IMAGES = ("airflow", "postgres", "redis")
+EXTRA_CONTEXT["airflow"] = ("tasks", "models", "dags", "plugins", "suites")
+EXTRA_WHOLE = {"airflow": ("docker",)}  # every file of these folders (entry scripts, configs), not only .py/.yaml
+ROOT_FILES = {"airflow": ("requirements.txt",)}
+# Images whose workers build the runtimes' venvs at run time (converters, launcher=process servers): they carry the
+# host wheels every runtime pins (torch's CPU build), found by pip through PIP_FIND_LINKS.
+RUNTIME_WHEELS = ("airflow",)
+# The variables of docker/compose.yaml that name the deployment's images (python -m tasks.images compose-env)
+COMPOSE_VARS = {"airflow": "SERVING_EVAL_AIRFLOW_IMAGE", "postgres": "SERVING_EVAL_POSTGRES_IMAGE",
+                "redis": "SERVING_EVAL_REDIS_IMAGE"}
 LABEL_INPUTS = "serving-eval.inputs-sha256"
 LABEL_RUNTIME = "serving-eval.runtime"
 BUILD_TIMEOUT_S = 3600
@@ -164,7 +181,11 @@ def host_wheels(runtime: str, log=print) -> list[Path]:
     """The host's wheels of the runtime's HOST_WHEELS requirements, fetched once by the host's pip (its own
     settings: a local wheel folder, a mirror) into <cache>/wheels/ and reused."""
     wheels = []
-    for name, version in sorted(pinned_requirements(runtime).items()):
+    if runtime in DEPLOYMENT_IMAGES and runtime not in RUNTIME_WHEELS:
+        return wheels
+    pins = pinned_requirements(runtime) if runtime not in RUNTIME_WHEELS else {
+        name: version for r in available_runtimes() for name, version in pinned_requirements(r).items()}
+    for name, version in sorted(pins.items()):
         if name not in HOST_WHEELS:
             continue
         folder = cache_root() / "wheels" / f"{name}-{version}"
@@ -199,10 +220,13 @@ def context_files(runtime: str, log=print) -> dict[str, Path]:
                                               f"{sorted(p.parent.name for p in DOCKER_DIR.glob('*/Dockerfile'))}")
     files = {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
              if p.is_file() and not any(part in SKIP_CONTEXT for part in p.relative_to(folder).parts)}
-    for name in EXTRA_CONTEXT.get(runtime, ()):
+    for name in (*EXTRA_CONTEXT.get(runtime, ()), *EXTRA_WHOLE.get(runtime, ())):
         root = REPO_ROOT / name
+        whole = name in EXTRA_WHOLE.get(runtime, ())
         files.update({p.relative_to(REPO_ROOT).as_posix(): p for p in sorted(root.rglob("*"))
-                      if p.is_file() and p.suffix in EXTRA_SUFFIXES and "__pycache__" not in p.parts})
+                      if p.is_file() and (whole or p.suffix in EXTRA_SUFFIXES) and "__pycache__" not in p.parts
+                      and not p.name.startswith("compose")})  # the deployment's files are not the image's
+    files.update({name: REPO_ROOT / name for name in ROOT_FILES.get(runtime, ())})
     files.update({f"wheels/{w.name}": w for w in host_wheels(runtime, log)})
     files.update({f"ca/{i:02d}-{p.name}": p for i, p in enumerate(ca_files())})
     return files
@@ -421,6 +445,18 @@ def remove_stale(client=None, keep: set[str] | None = None, log=print) -> list[s
     return removed
 
 
+def compose_env(log=print) -> dict[str, str]:
+    """The deployment's images built or reused, as docker/compose.yaml's variables (name -> image tag)."""
+    client = docker_client()
+    env = {}
+    for name, variable in COMPOSE_VARS.items():
+        image = ensure_image(name, client, log=log)
+        how = f"built in {image.build_s:.0f} s" if image.built_now else "reused, nothing built"
+        log(f"image {name}: {image.ref}: {how}")
+        env[variable] = image.ref
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tasks.images", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -428,10 +464,24 @@ def main(argv: list[str] | None = None) -> int:
     build = sub.add_parser("build", help="build (or reuse) the runtimes' images")
     build.add_argument("runtimes", nargs="*", default=list(SERVING_RUNTIMES))
     sub.add_parser("prune", help="remove project images of older inputs")
+    env = sub.add_parser("compose-env", help="build (or reuse) the deployment's images and write docker/compose.yaml's "
+                                             "variables naming them")
+    env.add_argument("--out", default=str(DOCKER_DIR / "compose.env"), help="the env file (default docker/compose.env)")
     args = parser.parse_args(argv)
+    if args.command == "compose-env":
+        import secrets
+
+        out = Path(args.out)
+        kept = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line) if out.is_file() else {}
+        images = compose_env(log=lambda line: print(line, file=sys.stderr))
+        variables = {"AIRFLOW_JWT_SECRET": secrets.token_hex(32), **kept, **images}  # a secret once, then kept
+        out.write_text("".join(f"{k}={v}\n" for k, v in variables.items()))
+        out.chmod(0o600)
+        print(f"wrote {out}: " + ", ".join(f"{k}={v}" for k, v in images.items()) + " (and AIRFLOW_JWT_SECRET)")
+        return 0
     client = docker_client()
     if args.command == "prune":
-        keep = {image_tag(r, client, log=lambda _: None)[0] for r in SERVING_RUNTIMES}
+        keep = {image_tag(r, client, log=lambda _: None)[0] for r in (*SERVING_RUNTIMES, *DEPLOYMENT_IMAGES)}
         remove_stale(client, keep | {base_tag()})
         return 0
     started = time.monotonic()

@@ -17,26 +17,30 @@ from dataclasses import replace
 from pathlib import Path
 
 from tasks.config import RunConfig
-from tasks.convert import Artifact
+from tasks.convert import Artifact, local_artifact
 from tasks.engine_speed import engine_speed
-from tasks.errors import ConfigError
+from tasks.errors import ConfigError, ServingEvalError
+from tasks.hosts import is_distributed
 from tasks.loadgen.measurement import Measurement
 from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
+from tasks.metadata import collect_host_metadata
 from tasks.outcome import MAX_RESTARTS, ServerHealth, describe_health, judge_point
 from tasks.plan import SWEEP_MODES
 from tasks.results import CELL_KEY, empty_row
+from tasks.runtimes import run_dir
 from tasks.serve.base import Endpoint, ServingOptions
 from tasks.serve.budget import ServerBudget, plan_budget
-from tasks.serve.hostlock import host_lock
+from tasks.serve.hostlock import host_lock, host_name
 from tasks.serve.knobs import DEFAULT_CONFIG_ID, apply_config, knob_values
 from tasks.serve.launchers import get_launcher
 from tasks.serve.servers import get_server
 from tasks.serve.session import server_session
 from tasks.served_check import ServedCheck, check_served_outputs
 from tasks.spec import load_spec
+from tasks.store import S3Store
 from tasks.tune import Trial, estimate_config_s, search
 
 MEASUREMENT_COLUMNS = (
@@ -67,12 +71,15 @@ def not_measured(run: dict, cell: dict, status: str, reason: str, **extra: objec
     return row
 
 
-def measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig) -> dict:
+def measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig,
+                    store: S3Store | None = None) -> dict:
     """Measure every cell of one server session; return {"rows": [...], "timeline": {...}} (and, with a
     configuration search, "timelines" of every configuration's session and its "tuning" record). Every row
-    records the CPU/memory budget its server was given (tasks/serve/budget.py) and its serving configuration."""
+    records the CPU/memory budget its server was given (tasks/serve/budget.py), its serving configuration and the
+    host it was measured on; an artifact converted on another host is fetched from `store` (share_artifacts)."""
     budget = plan_budget(config.server_cpus, config.server_memory, config.pin_cpus)
-    prepared = _prepare(session, conversions, run)
+    run = host_run(run)
+    prepared = _prepare(session, conversions, run, store)
     if isinstance(prepared, dict):  # nothing to serve: the cells' rows say why
         out = prepared
     else:
@@ -113,10 +120,22 @@ def _engine_speeds(session: dict, artifact: Artifact, spec, run: dict, options: 
     return speeds
 
 
-def _prepare(session: dict, conversions: list[dict], run: dict) -> tuple[Artifact, object] | dict:
+def host_run(run: dict) -> dict:
+    """The run as this measuring host sees it: its own host metadata (the rows' host columns) and, in a multi-host
+    deployment (tasks/hosts.py), its own work folder (the plan step's is on another machine)."""
+    directory = Path(run["run_dir"])
+    if is_distributed():
+        directory = run_dir(run["run_id"])
+        (directory / "logs").mkdir(parents=True, exist_ok=True)
+    return {**run, "run_dir": str(directory), "host": collect_host_metadata(), "measuring_host": host_name()}
+
+
+def _prepare(session: dict, conversions: list[dict], run: dict,
+             store: S3Store | None = None) -> tuple[Artifact, object] | dict:
     """(artifact, spec) of a session that can be served, or its rows and timeline when it cannot."""
     cells = session["cells"]
-    timeline: dict = {"session_id": session["session_id"], "server": session["server"], "cells": {}}
+    timeline: dict = {"session_id": session["session_id"], "server": session["server"],
+                      "host": run.get("measuring_host"), "cells": {}}
     conv = next((c for c in conversions if c and (c["model"], c["format"]) == (session["model"], session["format"])),
                 None)
     if conv and conv.get("skipped"):
@@ -125,6 +144,11 @@ def _prepare(session: dict, conversions: list[dict], run: dict) -> tuple[Artifac
         reason = f"conversion to {session['format']} failed: {conv['error'] if conv else 'no conversion result'}"
         return {"rows": [not_measured(run, c, "failed", reason) for c in cells], "timeline": timeline}
     artifact = Artifact.from_dict(conv["artifact"])
+    try:
+        artifact = local_artifact(artifact, store)
+    except ServingEvalError as exc:
+        reason = f"the artifact could not be had on host {run['measuring_host']}: {exc}"
+        return {"rows": [not_measured(run, c, "failed", reason) for c in cells], "timeline": timeline}
     if not artifact.parity_passed:
         p = conv["parity"]
         ratio = (f"worst |a-b|/(atol+rtol*|b|) {p['max_err_ratio']:.3g} > 1, " if p.get("max_err_ratio") is not None
@@ -184,7 +208,8 @@ def _serve(session: dict, artifact: Artifact, spec, run: dict, config: RunConfig
     """One server life with `options` (configuration `cid`): start, check what it serves, every load point, stop."""
     cells = session["cells"]
     session_id = session["session_id"] if cid == DEFAULT_CONFIG_ID else f"{session['session_id']}@{cid}"
-    timeline: dict = {"session_id": session_id, "server": session["server"], "config_id": cid, "cells": {}}
+    timeline: dict = {"session_id": session_id, "server": session["server"], "config_id": cid,
+                      "host": run.get("measuring_host"), "cells": {}}
     tag = {"config_id": cid, "config": json.dumps(values, sort_keys=True)}
     server = get_server(session["server"], options)
     skip = server.skip_reason(config.launcher, fmt=session["format"], spec=spec)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import socket
 import subprocess
 
 from tasks import PIPELINE_VERSION
@@ -40,7 +39,11 @@ def collect_gpu_metadata() -> dict:
 
 
 def collect_host_metadata() -> dict:
-    return {"hostname": socket.gethostname(), **collect_cpu_metadata(), **collect_gpu_metadata()}
+    """The host a process runs on: its measuring-host name (`SERVING_EVAL_HOST`, else the machine's hostname), CPU
+    and GPU. Each measuring task collects its own, so a row carries the host it was measured on."""
+    from tasks.serve.hostlock import host_name
+
+    return {"hostname": host_name(), **collect_cpu_metadata(), **collect_gpu_metadata()}
 
 
 def collect_code_metadata() -> dict:

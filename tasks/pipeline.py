@@ -18,12 +18,12 @@ from tasks.config import RunConfig
 from tasks.convert import ConversionSkipped, convert
 from tasks.errors import ConfigError, ServingEvalError
 from tasks.measure import not_measured
-from tasks.metadata import collect_code_metadata, collect_host_metadata
+from tasks.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint
 from tasks.plan import expected_rows, make_plan, rows_of
-from tasks.publish import publish_run, safe_run_id
+from tasks.publish import publish_run
 from tasks.report import PublishedRun, render_report
 from tasks.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
-from tasks.runtimes import CACHE_ENV, cache_root
+from tasks.runtimes import CACHE_ENV, run_dir
 from tasks.serve.launchers import LAUNCHERS
 from tasks.spec import load_spec
 from tasks.store import ConnectionFields, S3Store
@@ -36,10 +36,6 @@ class RunFailed(ServingEvalError):
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
-
-
-def run_dir(run_id: str) -> Path:
-    return cache_root() / "runs" / safe_run_id(run_id)
 
 
 def result_store(config: RunConfig, conn: ConnectionFields) -> S3Store:
@@ -114,6 +110,26 @@ def convert_in_run(conversion: dict, started: dict, conn: ConnectionFields, log=
     return convert_step(conversion, log=log, conn=conn, store=store)
 
 
+def measure_in_run(session: dict, conversions: list[dict], started: dict, conn: ConnectionFields | None) -> dict:
+    """One server session as a measuring task runs it: on the host it was planned on (checked in a multi-host
+    deployment), fetching artifacts converted elsewhere through the store (share_artifacts)."""
+    from tasks.hosts import check_worker_host
+    from tasks.measure import measure_session
+
+    if session.get("host"):
+        check_worker_host(session["host"])
+    config = RunConfig.from_params(started["config"])
+    store = result_store(config, conn) if config.share_artifacts and conn is not None else None
+    return measure_session(session, conversions, started["run"], config, store=store)
+
+
+def host_sessions(started: dict, host: str) -> list[dict]:
+    """The sessions planned on `host`: what its measuring task is mapped over (empty: it is skipped)."""
+    from tasks.hosts import sessions_of
+
+    return sessions_of(started["sessions"], host)
+
+
 def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
     """One row per planned cell: rows the sessions returned, and `failed` rows for any session that died."""
     run = started["run"]
@@ -153,11 +169,27 @@ def regress_step(started: dict, collected: dict, conversions: list[dict], conn: 
     return judge_run(result_store(config, conn), started["run"], collected["rows"], parity_now, config)
 
 
-def confirm_step(started: dict, conversions: list[dict], regressions: dict) -> dict:
-    """Re-measure every suspected regression (fresh sessions, with the control cell) before it is published."""
+def confirm_step(started: dict, conversions: list[dict], regressions: dict, host: str | None = None,
+                 conn: ConnectionFields | None = None) -> dict:
+    """Re-measure every suspected regression (fresh sessions, with the control cell) before it is published; with
+    `host`, the suspects measured on that host, on it."""
     from tasks.confirm import confirm_run
 
-    return confirm_run(started, conversions, regressions)
+    store = None
+    if host is not None:
+        from tasks.hosts import check_worker_host
+
+        check_worker_host(host)
+        config = RunConfig.from_params(started["config"])
+        store = result_store(config, conn) if config.share_artifacts and conn is not None else None
+    return confirm_run(started, conversions, regressions, host=host, store=store)
+
+
+def merge_confirmed(regressions: dict, confirmed: list[dict | None]) -> dict:
+    """The regression record as published: the per-host confirmations put together (tasks/confirm.py)."""
+    from tasks.confirm import merge_confirmations
+
+    return merge_confirmations(regressions, list(confirmed))
 
 
 def run_status(collected: dict, validation: dict) -> str:
@@ -184,7 +216,10 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     regressions = regressions or {"schema_version": SCHEMA_VERSION, "regressions": 0, "records": []}
     status = run_status(collected, validation)
     store = result_store(config, conn)
-    provenance = json.loads(json.dumps({**run["code"], "host": run["host"], "config": config.to_dict()}))
+    hosts = measuring_hosts(collected["rows"])
+    # the host of the run: where it measured when that is one kind of machine (the plan's host otherwise)
+    host = next(iter(hosts.values())) if len({host_fingerprint(h) for h in hosts.values()}) == 1 else run["host"]
+    provenance = json.loads(json.dumps({**run["code"], "host": host, "hosts": hosts, "config": config.to_dict()}))
     files = {
         "results.parquet": to_parquet_bytes(frame),
         "results.csv": to_csv_bytes(frame),
@@ -220,6 +255,13 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
         "aws_conn_id": config.aws_conn_id, "s3_prefix": config.s3_prefix, "run_id": run["run_id"],
         "logical_date": run["logical_date"],
     }
+
+
+def measuring_hosts(rows: list[dict]) -> dict[str, dict]:
+    """hostname -> host metadata of every host that measured a row of the run (a load point ran on it)."""
+    keys = ("hostname", "cpu_model", "cpu_count", "gpu_name", "gpu_driver")
+    return {r["hostname"]: {k: r.get(k) for k in keys} for r in rows
+            if r.get("hostname") and r.get("requests") is not None}
 
 
 def check_outcome(summary: dict) -> dict:
@@ -265,6 +307,19 @@ def sweep_leftovers(run_id: str | None = None) -> int:
 
 def cleanup_run_dir(run_id: str) -> None:
     shutil.rmtree(run_dir(run_id), ignore_errors=True)
+
+
+def sweep_host(run_id: str | None = None, host: str | None = None) -> int:
+    """A measuring host's sweep (setup: crashed runs' servers; teardown: this run's servers and work folder), run
+    on that host's queue (tasks/hosts.py)."""
+    if host is not None:
+        from tasks.hosts import check_worker_host
+
+        check_worker_host(host)
+    swept = sweep_leftovers(run_id)
+    if run_id is not None:
+        cleanup_run_dir(run_id)
+    return swept
 
 
 def _json(value: object) -> bytes:

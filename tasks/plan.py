@@ -126,7 +126,20 @@ def make_plan(config: RunConfig) -> Plan:
                     "model": model, "format": fmt, "server": server_name, "cells": cells,
                 })
     add_control(config, conversions, sessions)
+    spread_over_hosts(config, sessions)
     return Plan(config, conversions, sessions)
+
+
+def spread_over_hosts(config: RunConfig, sessions: list[dict]) -> None:
+    """Give every session its measuring host (tasks/hosts.py): longest planned session first, to the least loaded
+    of the run's target hosts."""
+    from tasks.hosts import assign_hosts
+    from tasks.tune import estimate_config_s
+
+    def cost_s(session: dict) -> float:
+        return estimate_config_s(session["cells"], config.warmup_s, config.duration_s, config.workers)
+
+    assign_hosts(sessions, config.target_hosts(), cost_s)
 
 
 def add_control(config: RunConfig, conversions: list[dict], sessions: list[dict]) -> None:

@@ -40,6 +40,13 @@ def cache_root() -> Path:
     return path
 
 
+def run_dir(run_id: str) -> Path:
+    """A run's private work folder on this host (server logs, load-point scratch), under the cache."""
+    from tasks.names import safe_component
+
+    return cache_root() / "runs" / safe_component(run_id)
+
+
 def artifacts_root() -> Path:
     """Where converted artifacts are cached (`$SERVING_EVAL_ARTIFACTS`, else <cache>/artifacts)."""
     path = Path(os.environ.get("SERVING_EVAL_ARTIFACTS") or cache_root() / "artifacts")

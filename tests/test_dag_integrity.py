@@ -32,9 +32,11 @@ def test_schedule_and_run_settings(dagbag):
     assert dag.catchup is False
     assert dag.max_active_runs == 1
     assert dag.doc_md
-    measure = dag.get_task("measure")
-    assert measure.pool == "serving_eval_host"
+    measure = dag.get_task("measure_local")  # one host, `local`, without SERVING_EVAL_HOSTS: the default queue
+    assert measure.pool == "serving_eval_host_local"
     assert measure.max_active_tis_per_dag == 1
+    assert dag.get_task("confirm_local").pool == "serving_eval_host_local"
+    assert measure.queue == dag.get_task("convert").queue
 
 
 def _validate(dag, **conf):

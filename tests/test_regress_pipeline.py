@@ -114,8 +114,8 @@ def test_a_run_excluded_through_the_cli_leaves_the_baseline(store, bucket, embed
 
 def test_the_dag_confirms_in_the_host_pool_between_regressions_and_publish():
     dag = load_dag_module().serving_eval_dag
-    confirm = dag.get_task("confirm")
-    assert confirm.pool == "serving_eval_host"
+    confirm = dag.get_task("confirm_local")  # one per measuring host (tasks/hosts.py); `local` by default
+    assert confirm.pool == "serving_eval_host_local"
     assert "regressions" in confirm.upstream_task_ids and "publish" in confirm.downstream_task_ids
     # empty in the form (the suite's value, else the default: the MLP on the custom service, confirmation on)
     assert dag.params["control_cell"] is None and dag.params["confirm_regressions"] is None

@@ -9,10 +9,17 @@
 """
 
 from tasks.convert.artifact import Artifact
-from tasks.convert.core import ConversionSkipped, artifact_key, check_conversion, convert, recheck_parity
+from tasks.convert.core import (
+    ConversionSkipped,
+    artifact_key,
+    check_conversion,
+    convert,
+    local_artifact,
+    recheck_parity,
+)
 from tasks.convert.graph import FORMATS, HOPS, SOURCE_KINDS, Hop, find_path, reachable_formats
 
 __all__ = [
     "FORMATS", "HOPS", "SOURCE_KINDS", "Artifact", "ConversionSkipped", "Hop", "artifact_key", "check_conversion",
-    "convert", "find_path", "reachable_formats", "recheck_parity",
+    "convert", "find_path", "local_artifact", "reachable_formats", "recheck_parity",
 ]

@@ -22,7 +22,7 @@ from typing import Any
 
 from tasks.convert.artifact import Artifact
 from tasks.convert.graph import HOPS, Hop, check_dtypes, find_path
-from tasks.convert.parity import EXIT_REJECTED, EXIT_SKIPPED
+from tasks.convert.parity import EXIT_REJECTED, EXIT_SKIPPED, file_sha256
 from tasks.convert.sources import Source, resolve_source
 from tasks.convert.tensorrt import gpu_skip_reason
 from tasks.errors import ConfigError, ConversionError, ServingEvalError
@@ -88,7 +88,54 @@ def convert(spec: ModelSpec, fmt: str, log: Callable[[str], object] = print, *, 
     for hop, hop_options in steps:
         artifact = _convert_hop(spec, hop, hop_options, source, artifact, store, log)
     assert artifact is not None  # a path has at least one hop
+    if store is not None and artifact.cache_hit:
+        _share(store, artifact, log)
     return artifact
+
+
+def _share(store: S3Store, artifact: Artifact, log: Callable[[str], object]) -> None:
+    """Make sure the artifact a run serves is in the store's artifact cache, where measuring hosts fetch it: a local
+    cache hit may come from a run that did not share it."""
+    prefix = _store_prefix(store, artifact.model, artifact.format, artifact.key)
+    if not store.exists(f"{prefix}/{RECORD_FILE}"):
+        log(f"convert {artifact.model}: sharing the cached {artifact.format} artifact in {store.describe()}")
+        directory = artifacts_root() / artifact.model / artifact.format / artifact.key[:20]
+        _put_to_store(store, artifact.model, artifact.format, artifact.key, directory)
+
+
+def local_artifact(artifact: Artifact, store: S3Store | None, log: Callable[[str], object] = print) -> Artifact:
+    """The artifact on this host's disk: as converted when its path is in this host's artifact cache, else from
+    that cache by its key, fetched first from the store's artifact cache (`share_artifacts`), its SHA-256 checked.
+    A measuring host never relies on a disk it shares with the converting worker (a path outside its own cache is
+    another host's, even where the file happens to be visible)."""
+    if Path(artifact.path).exists() and artifacts_root().resolve() in Path(artifact.path).resolve().parents:
+        return artifact
+    name = f"{artifact.model}/{artifact.format} artifact {artifact.key[:20]}"
+    directory = artifacts_root() / artifact.model / artifact.format / artifact.key[:20]
+    if not (directory / RECORD_FILE).is_file():
+        if store is None:
+            raise ConfigError("share_artifacts", False, f"the {name} was converted on another host ({artifact.path} "
+                                                        "is not here): measuring hosts fetch artifacts from the "
+                                                        "store, so turn share_artifacts on")
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with open(directory.parent / f"{artifact.key[:20]}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (directory / RECORD_FILE).is_file():
+                if not _fetch_from_store(store, artifact.model, artifact.format, artifact.key, directory):
+                    raise ConversionError(f"the {name} is neither on this host nor in {store.describe()} "
+                                          f"({_store_prefix(store, artifact.model, artifact.format, artifact.key)})")
+                log(f"fetched the {name} from {store.describe()}")
+    local = _load_record(artifact, directory)
+    if local.sha256 != artifact.sha256 or file_sha256(Path(local.path)) != artifact.sha256:
+        raise ConversionError(f"the {name} on this host ({local.path}) does not have the SHA-256 the run converted "
+                              f"({artifact.sha256}): delete {directory} so it is fetched again")
+    return local
+
+
+def _load_record(artifact: Artifact, directory: Path) -> Artifact:
+    record = json.loads((directory / RECORD_FILE).read_text())
+    return Artifact(artifact.model, artifact.format, str(directory / record["file"]), record["sha256"],
+                    artifact.key, True, record)
 
 
 def recheck_parity(spec: ModelSpec, artifact_dir: Path | str, log: Callable[[str], object] = print) -> list[dict]:
