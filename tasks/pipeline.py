@@ -196,7 +196,8 @@ def run_status(collected: dict, validation: dict) -> str:
     """complete: validated, every cell ok or skipped; partial: some cells failed, some were measured; failed:
     validation failed, or no cell could be measured at all (a run that measured nothing is no partial result)."""
     rows = collected["rows"]
-    if not validation["success"] or not any(r["status"] == "ok" for r in rows):
+    compared = [r for r in rows if r.get("role") != "control"]  # the control cell alone measures no comparison
+    if not validation["success"] or not any(r["status"] == "ok" for r in compared):
         return "failed"
     return "partial" if failed_rows(rows) else "complete"
 
