@@ -123,10 +123,14 @@ def test_tfserving_cells_skip_without_its_official_image(tmp_path, docker_engine
     if reason is None:
         pytest.skip(f"{IMAGE_CPU} is on this engine or a registry serves it: TF Serving cells run here")
     config = RunConfig.from_params({"models": ["tiny-cnn-tf"], "formats": ["savedmodel"], "servers": ["tfserving"],
-                                    "launcher": "docker", "concurrencies": [1]})
+                                    "launcher": "docker", "concurrencies": [1], "control_cell": "none"})
     (session,) = make_plan(config).sessions
+    from tasks.runtimes import artifacts_root
+
+    folder = artifacts_root() / "tiny-cnn-tf" / "savedmodel" / "fake-tfserving-skip"  # on this host, as converted
+    folder.mkdir(parents=True, exist_ok=True)
     fake = {"model": "tiny-cnn-tf", "format": "savedmodel", "skipped": None, "error": None, "parity": None,
-            "artifact": {"model": "tiny-cnn-tf", "format": "savedmodel", "path": str(tmp_path), "sha256": "0" * 64,
+            "artifact": {"model": "tiny-cnn-tf", "format": "savedmodel", "path": str(folder), "sha256": "0" * 64,
                          "key": "fake", "cache_hit": False, "record": {"parity": [{"allclose": True}]}}}
     (row,) = measure_session(session, [fake], run_context("test-docker-tfserving", tmp_path / "run"), config)["rows"]
     assert row["status"] == "skipped"
