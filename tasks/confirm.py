@@ -8,9 +8,9 @@ Each suspect's cells are re-measured in a fresh server session (the night's sess
 time the regression check runs), interleaved with fresh sessions of the control cell: one before the first
 suspect and one after each, so the control brackets every re-measurement. A suspect whose re-measured value
 is again worse than its baseline, beyond the noise and by at least the metric's minimum effect, and whose
-own part of the change (the change minus the control's drift over the same minutes) is still at least the
-minimum effect, is a `regression`; anything else is `unconfirmed`, with the reason: not reproduced, the
-host's drift (the control moved as much), or the host busy (other work used more than
+own part of the change (the change minus the control's drift over the same minutes) still exceeds the
+minimum effect by more than the control moved, is a `regression`; anything else is `unconfirmed`, with the
+reason: not reproduced, the host's drift (the control moved too), or the host busy (other work used more than
 `confirm_max_neighbour_pct` of its CPU during the re-measurement, `tasks.hostload`: such a measurement is no
 evidence either way).
 
@@ -157,10 +157,15 @@ def decide(record: dict, row: dict | None, drift_log: float | None, alpha: float
         return {**out, "outcome": "confirmed", "reason": "reproduced (no control drift to subtract)"}
     own = delta - drift_log
     out["own_change_pct"] = 100 * (math.exp(own) - 1)
-    if bad_change(metric, own) < effect:
+    # A host that moved does not move every engine by the same amount (a compute-bound and a memory-bound
+    # engine feel a noisy neighbour differently): the control's drift is a lower bound on the host's share,
+    # so the stack's own part must exceed the minimum effect by at least as much as the control moved.
+    host_moved = abs(math.exp(drift_log) - 1)
+    if bad_change(metric, own) < effect + host_moved:
         return {**out, "outcome": "host_drift",
-                "reason": f"reproduced, but the control moved {out['control_drift_pct']:+.1f} % too: the host got "
-                          f"slower, not this stack (own change {out['own_change_pct']:+.1f} %)"}
+                "reason": f"reproduced, but the control moved {out['control_drift_pct']:+.1f} % too: the host "
+                          f"changed, and the own change ({out['own_change_pct']:+.1f} %) is not beyond the "
+                          f"minimum effect by more than the host moved"}
     return {**out, "outcome": "confirmed",
             "reason": f"reproduced; {out['own_change_pct']:+.1f} % after the control's "
                       f"{out['control_drift_pct']:+.1f} %"}

@@ -298,6 +298,9 @@ def _remeasured(control_tp: float, suspect_tp: float) -> list[dict]:
     (1000.0, 610.0, "confirmed", "regression"),  # slower again, the control did not move
     (1000.0, 990.0, "not_reproduced", "unconfirmed"),  # a one-off blip
     (620.0, 600.0, "host_drift", "unconfirmed"),  # the control is as slow: the host, not this stack
+    # the host moved 19 % and this stack 36 %: its own 21 % is not beyond 5 % by more than the host moved
+    (810.0, 640.0, "host_drift", "unconfirmed"),
+    (900.0, 500.0, "confirmed", "regression"),  # the host moved 10 %, this stack 44 % more than that
 ])
 def test_confirmation_outcomes(control_tp, suspect_tp, outcome, verdict):
     records, control = _suspect(np.random.default_rng(16))
