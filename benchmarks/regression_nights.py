@@ -102,9 +102,9 @@ def hogged_custom_server():
 
 def start_host_hog() -> int:
     """A neighbour: a full CPU hog pinned to the server's cores, not a descendant of this process; its PID."""
-    from tasks.measure import split_cpus
+    from tasks.serve.budget import plan_budget
 
-    cpus = split_cpus(True)[1] or tuple(sorted(os.sched_getaffinity(0)))
+    cpus = plan_budget(None, None, True).cpus or tuple(sorted(os.sched_getaffinity(0)))
     script = f"taskset -c {','.join(map(str, cpus))} {sys.executable} -c \"$HOG\" 1.0 >/dev/null 2>&1 & echo $!"
     out = subprocess.run(["sh", "-c", script], env={**os.environ, "HOG": HOG}, capture_output=True, text=True,
                          check=True)
