@@ -64,6 +64,23 @@ def split_request(raw: bytes) -> tuple[str, bytes]:
     return head.split(b"\r\n")[0].split()[1].decode(), body
 
 
+def infer_and_check(live, spec: ModelSpec, references: dict[int, dict]) -> None:
+    """Each reference batch through the server's own codec; outputs equal the source model's within parity."""
+    from tasks.loadgen.protocols import get_codec
+    from tasks.loadgen.run import output_shapes
+    from tasks.spec import make_inputs
+
+    for batch_size, expected in references.items():
+        codec = get_codec(live.server.protocol)(live.endpoint.host, live.endpoint.port, live.endpoint.model_name,
+                                                make_inputs(spec, batch_size), output_shapes(spec, batch_size))
+        path, body = split_request(codec.request_bytes())
+        status, response = post(live.endpoint.base_url + path, body)
+        assert codec.check(status, response) == 0, (status, response[:500])
+        outputs = codec.decode(response)
+        for name, want in expected.items():
+            np.testing.assert_allclose(outputs[name], want, atol=spec.parity_atol, rtol=spec.parity_rtol)
+
+
 def tree_pids(pid: int, pgid: int) -> set[int]:
     """Live (non-zombie) processes in the group `pgid` or below `pid`."""
     found = set()
@@ -118,11 +135,8 @@ def serve_and_check(server, artifact: Artifact, spec: ModelSpec, log_dir: Path, 
                     expected_version: str, ready_timeout_s: float = 90.0) -> dict:
     """One real session: ready, version, batch 1 and 4 through the server's codec against `references`
     (batch size -> outputs), loopback-only listeners; then nothing left: processes, ports, workdir, shm."""
-    from tasks.loadgen.protocols import get_codec
-    from tasks.loadgen.run import output_shapes
     from tasks.serve.launchers.process import ProcessLauncher
     from tasks.serve.session import server_session
-    from tasks.spec import make_inputs
 
     shm_before = shm_entries()
     seen: dict = {}
@@ -132,15 +146,7 @@ def serve_and_check(server, artifact: Artifact, spec: ModelSpec, log_dir: Path, 
         seen.update(handle=live.handle, ports=dict(live.endpoint.ports), startup_s=live.startup_s)
         assert server.is_ready(live.endpoint)
         assert live.server_version == expected_version
-        for batch_size, expected in references.items():
-            codec = get_codec(server.protocol)(live.endpoint.host, live.endpoint.port, live.endpoint.model_name,
-                                               make_inputs(spec, batch_size), output_shapes(spec, batch_size))
-            path, body = split_request(codec.request_bytes())
-            status, response = post(live.endpoint.base_url + path, body)
-            assert codec.check(status, response) == 0, (status, response[:500])
-            outputs = codec.decode(response)
-            for name, want in expected.items():
-                np.testing.assert_allclose(outputs[name], want, atol=spec.parity_atol, rtol=spec.parity_rtol)
+        infer_and_check(live, spec, references)
         pids = tree_pids(live.handle.pid, live.handle.pgid)
         listeners = listening_addresses(pids)
         assert {port for _, port in listeners} >= set(live.endpoint.ports.values())

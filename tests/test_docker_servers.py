@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import numpy as np
 import psutil
 import pytest
 
@@ -15,8 +14,7 @@ from tasks.serve.base import ServingOptions
 from tasks.serve.launchers.docker import LOOPBACK, DockerLauncher
 from tasks.serve.servers import get_server
 from tasks.serve.session import server_session
-from tasks.spec import make_inputs
-from tests.helpers import post, split_request
+from tests.helpers import infer_and_check
 
 pytestmark = pytest.mark.integration
 
@@ -36,22 +34,6 @@ def source_references(artifact, spec) -> dict[int, dict]:
     """The source model's own outputs kept beside the artifact (batch size -> {output name: array})."""
     outputs = load_reference(Path(artifact.path).parent, spec)
     return {bs: {t.name: out for t, out in zip(spec.outputs, outs, strict=True)} for bs, outs in outputs.items()}
-
-
-def infer_and_check(live, spec, references: dict[int, dict]) -> None:
-    """Each reference batch through the server's own codec; outputs equal the source model's within parity."""
-    from tasks.loadgen.protocols import get_codec
-    from tasks.loadgen.run import output_shapes
-
-    for batch_size, expected in references.items():
-        codec = get_codec(live.server.protocol)(live.endpoint.host, live.endpoint.port, live.endpoint.model_name,
-                                                make_inputs(spec, batch_size), output_shapes(spec, batch_size))
-        path, body = split_request(codec.request_bytes())
-        status, response = post(live.endpoint.base_url + path, body)
-        assert codec.check(status, response) == 0, (status, response[:500])
-        outputs = codec.decode(response)
-        for name, want in expected.items():
-            np.testing.assert_allclose(outputs[name], want, atol=spec.parity_atol, rtol=spec.parity_rtol)
 
 
 @pytest.mark.parametrize(("server_name", "fmt", "version"), STACKS, ids=[f"{s}-{f}" for s, f, _ in STACKS])
