@@ -8,7 +8,12 @@ normal load points; its *score* is the highest throughput among its `ok` points 
 - `grid`: the default configuration, then every combination of the declared values, in a fixed order;
 - `quick`: Model Analyzer's quick search made plain: from the default, one knob at a time (in the order the
   server declares them), try each of its values with the others at the best found so far, and keep a value
-  only when it raises the score by at least MIN_GAIN_PCT (smaller gains are within this machine's noise).
+  only when it raises the score by at least MIN_GAIN_PCT (smaller gains are within this machine's noise). A
+  knob that does not matter at the best so far (a batching delay while batching stays off) is not tried.
+
+No configuration is measured twice, in either method: configurations are compared in their canonical form
+(`tasks.serve.knobs.canonical`), so a knob that changes nothing does not make a new one; a quick search that
+moved away from a value and comes back to it has measured it already.
 
 Both stop when the server's time budget (`tune_budget_s`) would be exceeded by the next configuration (its
 cost is estimated from the configurations measured so far, or from the plan before the first). The search
@@ -24,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tasks.serve.knobs import Knob, config_id, describe
+from tasks.serve.knobs import Knob, canonical, config_id, describe
 
 TUNE_METHODS = ("off", "grid", "quick")
 MIN_GAIN_PCT = 3.0
@@ -84,9 +89,9 @@ def grid_configs(knobs: tuple[Knob, ...], defaults: dict[str, Any]) -> list[dict
     """The defaults first, then every combination of the knobs' values (the defaults' own not repeated)."""
     combos = [dict(zip([k.field for k in knobs], values, strict=True))
               for values in itertools.product(*(k.values for k in knobs))]
-    ordered = [dict(defaults)]
+    ordered = [canonical(defaults, knobs, defaults)]
     for combo in combos:
-        config = {**defaults, **combo}
+        config = canonical({**defaults, **combo}, knobs, defaults)
         if config not in ordered:
             ordered.append(config)
     return ordered
@@ -125,12 +130,16 @@ def search(method: str, measure: Measure, knobs: tuple[Knob, ...], defaults: dic
     budget = _Budget(budget_s, estimate_s, clock)
     trials: list[Trial] = []
     best: Trial | None = None
+    defaults = canonical(defaults, knobs, defaults)
 
     def run(config: dict[str, Any]) -> Trial:
         trial = measure(config, config_id(config, defaults))
         budget.record(trial)
         trials.append(trial)
         return trial
+
+    def measured(config: dict[str, Any]) -> bool:
+        return any(t.config_id == config_id(config, defaults) for t in trials)
 
     stop_reason = "every configuration measured"
     if method == "grid":
@@ -145,12 +154,13 @@ def search(method: str, measure: Measure, knobs: tuple[Knob, ...], defaults: dic
         best = run(dict(defaults))
         current = dict(defaults)
         for knob, value in ((k, v) for k in knobs for v in k.values):
-            if value == current[knob.field]:
+            config = canonical({**current, knob.field: value}, knobs, defaults)
+            if not knob.matters(current) or measured(config):
                 continue
             if not budget.fits_another():
                 stop_reason = f"time budget: {budget.used_s:.0f} of {budget_s:.0f} s used"
                 break
-            trial = run({**current, knob.field: value})
+            trial = run(config)
             if better(trial, best):
                 best, current = trial, dict(trial.config)
         else:

@@ -49,3 +49,39 @@ def test_custom_container_parameters(mlp_onnx, mlp_spec, tmp_path):
     assert spec.argv[spec.argv.index("--host") + 1] == "127.0.0.1"
     assert "--inputs" in spec.container_argv and "input" in spec.container_argv
     assert get_server("custom", ServingOptions(device="gpu")).skip_reason("process", fmt="onnx")
+
+
+@pytest.mark.integration
+def test_two_workers_answer_keep_alive_requests_without_waiting_for_delayed_acks(mlp_onnx, mlp_spec, log_dir):
+    """uvicorn's multi-worker listener leaves Nagle on (its issue #3149): each keep-alive response then waits
+    ~40 ms for the client's delayed ACK, and the tuning search read 90 req/s where one worker serves 4,000+.
+    The service sets TCP_NODELAY itself; a request here costs about a millisecond, so 20 ms is a wide margin."""
+    import http.client
+    import statistics
+    import time
+
+    from tasks.loadgen.protocols import get_codec
+    from tasks.loadgen.run import output_shapes
+    from tasks.serve.launchers.process import ProcessLauncher
+    from tasks.serve.session import server_session
+    from tasks.spec import make_inputs
+    from tests.helpers import split_request
+
+    server = get_server("custom", ServingOptions(instances=2, cpus=1))
+    with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(), run_id="test", cell_id="custom-2-workers",
+                        log_dir=log_dir, ready_timeout_s=90) as live:
+        codec = get_codec(server.protocol)(live.endpoint.host, live.endpoint.port, live.endpoint.model_name,
+                                           make_inputs(mlp_spec, 1), output_shapes(mlp_spec, 1))
+        path, body = split_request(codec.request_bytes())
+        connection = http.client.HTTPConnection(live.endpoint.host, live.endpoint.port, timeout=10)
+        took_ms = []
+        try:
+            for _ in range(30):  # one connection: every request after the first is a keep-alive request
+                started = time.perf_counter()
+                connection.request("POST", path, body, {"Content-Type": "application/json"})
+                response = connection.getresponse()
+                assert codec.check(response.status, response.read()) == 0
+                took_ms.append((time.perf_counter() - started) * 1000)
+        finally:
+            connection.close()
+    assert statistics.median(took_ms[1:]) < 20, f"keep-alive requests took {sorted(took_ms)} ms"

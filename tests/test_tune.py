@@ -79,3 +79,43 @@ def test_a_knob_the_server_does_not_declare_is_refused():
     with pytest.raises(ConfigError, match="knob"):
         apply_config(ServingOptions(), {"workers_per_gpu": 2}, KNOBS)
     assert apply_config(ServingOptions(), {"instances": 2}, KNOBS).instances == 2
+
+
+BATCHING_KNOBS = (Knob("dynamic_batching", (False, True), "batching"),
+                  Knob("batch_delay_us", (100, 1000, 5000), "batching delay", requires=("dynamic_batching", True)),
+                  Knob("preferred_batch_sizes", ((), (4, 8)), "preferred sizes", requires=("dynamic_batching", True)))
+BATCHING_DEFAULTS = {"dynamic_batching": False, "batch_delay_us": 1000, "preferred_batch_sizes": []}
+
+
+def batching_measure(score_of, tried: list):
+    def measure(config, cid):
+        tried.append((cid, dict(config)))
+        return Trial(dict(config), cid, score_of(config), 5.0, 1.0)
+    return measure
+
+
+def test_a_knob_that_changes_nothing_is_not_a_new_configuration():
+    # a tuple and the list JSON makes of it are the same value: the default, not a new configuration
+    assert config_id({**BATCHING_DEFAULTS, "preferred_batch_sizes": ()}, BATCHING_DEFAULTS) == DEFAULT_CONFIG_ID
+    # without batching, the batching delay and preferred sizes change nothing: 1 + 3 * 2 batching configurations
+    configs = grid_configs(BATCHING_KNOBS, BATCHING_DEFAULTS)
+    assert len(configs) == 7 and len({config_id(c, BATCHING_DEFAULTS) for c in configs}) == 7
+    assert [c for c in configs if not c["dynamic_batching"]] == [BATCHING_DEFAULTS]
+
+
+def test_quick_search_skips_knobs_that_do_not_matter_and_never_measures_a_configuration_twice():
+    tried: list = []
+    # batching off stays best: the delay and the preferred sizes are never tried (they would change nothing)
+    search("quick", batching_measure(lambda c: 100.0 - 50 * c["dynamic_batching"], tried), BATCHING_KNOBS,
+           BATCHING_DEFAULTS, budget_s=1000, estimate_s=1)
+    assert [cid for cid, _ in tried] == [DEFAULT_CONFIG_ID, config_id({**BATCHING_DEFAULTS, "dynamic_batching": True},
+                                                                      BATCHING_DEFAULTS)]
+    # batching wins, then a delay of 100 us wins: the default delay of 1000 us (measured with batching already,
+    # as the configuration that won the batching knob) is not measured again
+    tried.clear()
+    result = search("quick", batching_measure(lambda c: {False: 100.0, True: 150.0}[c["dynamic_batching"]]
+                                              + 50 * (c["batch_delay_us"] == 100), tried),
+                    BATCHING_KNOBS, BATCHING_DEFAULTS, budget_s=1000, estimate_s=1)
+    ids = [cid for cid, _ in tried]
+    assert len(ids) == len(set(ids)) == 5  # default, batching, delay 100, delay 5000, preferred (4, 8)
+    assert result.best.config == {"dynamic_batching": True, "batch_delay_us": 100, "preferred_batch_sizes": []}

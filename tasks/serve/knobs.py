@@ -5,6 +5,10 @@ values a search tries. A configuration is a mapping of knob name to value; the s
 `ServingOptions` the run would use untuned. Configurations are identified by `config_id`: "default" for the
 defaults, else a short hash of the knob values that differ from them, so the same values always get the same
 id, on every night and host.
+
+A knob may matter only under another knob's value (`requires`: a batching delay does nothing while batching is
+off). `canonical` sets such a knob back to its default wherever it does not matter, so that two configurations
+that serve alike are one configuration, measured once, with one id.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from tasks.errors import ConfigError
 
 DEFAULT_CONFIG_ID = "default"
+WITH_BATCHING = ("dynamic_batching", True)  # `Knob.requires` of the knobs that shape the batches a batcher forms
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class Knob:
     field: str
     values: tuple[Any, ...]
     label: str
+    requires: tuple[str, Any] | None = None  # (knob, value): this knob changes nothing unless that one has it
 
     def __post_init__(self) -> None:
         from tasks.serve.base import ServingOptions
@@ -36,7 +42,19 @@ class Knob:
             raise ConfigError(f"knob {self.field}: values", self.values, "must list at least one value")
 
     def to_dict(self) -> dict:
-        return {"field": self.field, "values": [_plain(v) for v in self.values], "label": self.label}
+        return {"field": self.field, "values": [_plain(v) for v in self.values], "label": self.label,
+                "requires": list(self.requires) if self.requires else None}
+
+    def matters(self, config: dict[str, Any]) -> bool:
+        """Whether this knob's value changes how the server serves in `config`."""
+        return self.requires is None or config.get(self.requires[0]) == _plain(self.requires[1])
+
+
+def canonical(config: dict[str, Any], knobs: tuple[Knob, ...], defaults: dict[str, Any]) -> dict[str, Any]:
+    """`config` with plain (JSON) values, and every knob that does not matter in it at its default."""
+    plain = {name: _plain(value) for name, value in config.items()}
+    return {**plain, **{k.field: _plain(defaults[k.field]) for k in knobs
+                        if k.field in plain and k.field in defaults and not k.matters(plain)}}
 
 
 def knob_values(options: Any, knobs: tuple[Knob, ...]) -> dict[str, Any]:
@@ -55,7 +73,7 @@ def apply_config(options: Any, config: dict[str, Any], knobs: tuple[Knob, ...]) 
 
 def config_id(config: dict[str, Any], defaults: dict[str, Any]) -> str:
     """ "default" when `config` equals the defaults, else 8 hex digits of the values that differ."""
-    changed = {k: v for k, v in sorted(config.items()) if defaults.get(k) != v}
+    changed = {k: _plain(v) for k, v in sorted(config.items()) if _plain(defaults.get(k)) != _plain(v)}
     if not changed:
         return DEFAULT_CONFIG_ID
     return hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:8]
@@ -63,7 +81,7 @@ def config_id(config: dict[str, Any], defaults: dict[str, Any]) -> str:
 
 def describe(config: dict[str, Any], defaults: dict[str, Any]) -> str:
     """The values that differ from the defaults, e.g. "instances=2, dynamic_batching=True"; "defaults"."""
-    changed = [f"{k}={v}" for k, v in sorted(config.items()) if defaults.get(k) != v]
+    changed = [f"{k}={v}" for k, v in sorted(config.items()) if _plain(defaults.get(k)) != _plain(v)]
     return ", ".join(changed) or "defaults"
 
 

@@ -28,7 +28,7 @@ from tasks.convert import Artifact
 from tasks.images import project_image
 from tasks.runtimes import ensure_runtime
 from tasks.serve.base import Endpoint, RunSpec, Server, link_or_copy
-from tasks.serve.knobs import Knob
+from tasks.serve.knobs import WITH_BATCHING, Knob
 from tasks.spec import ModelSpec
 
 IMAGE = project_image("bentoml")  # built here from docker/bentoml/ (tasks/images.py tags it by its inputs)
@@ -119,8 +119,9 @@ class BentoMLServer(Server):
     knobs = (
         Knob("instances", (1, 2, 4), "worker processes, with the CPUs shared among them"),
         Knob("dynamic_batching", (False, True), "adaptive batching (a batchable API)"),
-        Knob("max_batch_size", (8, 32), "adaptive batching: max_batch_size"),
-        Knob("max_latency_ms", (100, 1000), "adaptive batching: max_latency_ms, its dispatcher's latency budget"),
+        Knob("max_batch_size", (8, 32), "adaptive batching: max_batch_size", requires=WITH_BATCHING),
+        Knob("max_latency_ms", (100, 1000), "adaptive batching: max_latency_ms, its dispatcher's latency budget",
+             requires=WITH_BATCHING),
     )
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:

@@ -27,7 +27,7 @@ from tasks.convert import Artifact
 from tasks.errors import ConfigError
 from tasks.images import official_unavailable_reason
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
-from tasks.serve.knobs import Knob
+from tasks.serve.knobs import WITH_BATCHING, Knob
 from tasks.spec import ModelSpec
 
 TFSERVING_VERSION = "2.18.0"
@@ -89,9 +89,9 @@ class TFServingServer(Server):
     ready_path = "/v1/models/<model_name>"  # per model: is_ready fills in the name and checks AVAILABLE
     knobs = (
         Knob("dynamic_batching", (False, True), "--enable_batching with the batching parameters file"),
-        Knob("max_batch_size", (8, 32), "batching parameters: max_batch_size"),
-        Knob("batch_delay_us", (1000, 5000), "batching parameters: batch_timeout_micros"),
-        Knob("instances", (1, 2), "batching parameters: num_batch_threads"),
+        Knob("max_batch_size", (8, 32), "batching parameters: max_batch_size", requires=WITH_BATCHING),
+        Knob("batch_delay_us", (1000, 5000), "batching parameters: batch_timeout_micros", requires=WITH_BATCHING),
+        Knob("instances", (1, 2), "batching parameters: num_batch_threads", requires=WITH_BATCHING),
     )
 
     @property

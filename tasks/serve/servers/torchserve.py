@@ -37,7 +37,7 @@ from tasks.errors import ConfigError, ServerStartError
 from tasks.images import official_unavailable_reason, project_image
 from tasks.runtimes import REPO_ROOT, ensure_runtime, runtime_env_vars
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
-from tasks.serve.knobs import Knob
+from tasks.serve.knobs import WITH_BATCHING, Knob
 from tasks.spec import ModelSpec
 
 HANDLER = "docker/torchserve/handler.py"
@@ -68,8 +68,8 @@ class TorchServeServer(Server):
     knobs = (
         Knob("instances", (1, 2, 4), "workers (one Python process each), with the CPUs shared among them"),
         Knob("dynamic_batching", (False, True), "TorchServe's batching: batchSize = max_batch_size"),
-        Knob("max_batch_size", (8, 32), "batchSize of the model's registration, with batching"),
-        Knob("batch_delay_us", (1000, 5000), "maxBatchDelay (rounded up to ms), with batching"),
+        Knob("max_batch_size", (8, 32), "batchSize of the model's registration, with batching", requires=WITH_BATCHING),
+        Knob("batch_delay_us", (1000, 5000), "maxBatchDelay (rounded up to ms), with batching", requires=WITH_BATCHING),
     )
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:

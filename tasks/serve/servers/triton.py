@@ -56,7 +56,7 @@ from tasks.errors import ConfigError
 from tasks.images import official_unavailable_reason, project_image
 from tasks.runtimes import REPO_ROOT, RuntimeEnv, ensure_runtime
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, link_or_copy
-from tasks.serve.knobs import Knob
+from tasks.serve.knobs import WITH_BATCHING, Knob
 from tasks.spec import ModelSpec, TensorSpec
 
 TRITON_VERSION = "2.51.0"
@@ -141,9 +141,11 @@ class TritonServer(Server):
     knobs = (
         Knob("instances", (1, 2, 4), "model instances (instance_group count), each with the CPUs shared among them"),
         Knob("dynamic_batching", (False, True), "Triton's dynamic batcher"),
-        Knob("max_batch_size", (8, 32), "the model's max_batch_size (the largest batch the batcher forms)"),
-        Knob("batch_delay_us", (100, 1000, 5000), "dynamic batching: max_queue_delay_microseconds"),
-        Knob("preferred_batch_sizes", ((), (4, 8)), "dynamic batching: preferred_batch_size"),
+        Knob("max_batch_size", (8, 32), "the model's max_batch_size (the largest batch the batcher forms)",
+             requires=WITH_BATCHING),
+        Knob("batch_delay_us", (100, 1000, 5000), "dynamic batching: max_queue_delay_microseconds",
+             requires=WITH_BATCHING),
+        Knob("preferred_batch_sizes", ((), (4, 8)), "dynamic batching: preferred_batch_size", requires=WITH_BATCHING),
     )
 
     def config_text(self, spec: ModelSpec, fmt: str, *, python_backend: bool = False) -> str:
