@@ -14,7 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tasks.confirm import NEIGHBOUR_MAX_PCT, confirm_records, is_suspect
-from tasks.control import DEFAULT_CONTROL_CELL, control_row, control_summary, parse_control
+from tasks.control import (
+    CONTROL_CONCURRENCY,
+    CONTROL_MATCH,
+    DEFAULT_CONTROL_CELL,
+    control_row,
+    control_summary,
+    parse_control,
+)
 from tasks.regress import ALPHA_NIGHT, ALPHA_SUSPECT, detect_regressions, verdict_pairs
 from tasks.regress_run import count_verdicts
 
@@ -51,11 +58,16 @@ def read_nights(path: Path) -> list[dict]:
     return [nights[k] for k in sorted(nights)]
 
 
-def control_cell_of(rows: list[dict], name: str = DEFAULT_CONTROL_CELL) -> dict:
+def control_cell_of(night: dict, name: str = DEFAULT_CONTROL_CELL) -> dict:
+    """The night's control cell: the one its recording re-measured as the control (recordings made before the
+    control moved to concurrency CONTROL_CONCURRENCY re-measured concurrency 1), else the default's."""
+    recorded = next((m["row"] for m in night["remeasured"] if m["role"] == "control"), None)
+    if recorded is not None:
+        return {k: recorded[k] for k in (*CONTROL_MATCH, "batch_size", "mode", "load")}
     model, fmt, server = parse_control(name)
-    launcher = rows[0]["launcher"] if rows else "process"
+    launcher = night["rows"][0]["launcher"] if night["rows"] else "process"
     return {"model": model, "format": fmt, "server": server, "launcher": launcher, "device": "cpu",
-            "batch_size": 1, "mode": "concurrency", "load": 1.0}
+            "batch_size": 1, "mode": "concurrency", "load": float(CONTROL_CONCURRENCY)}
 
 
 def judge_night(night: dict, history: list[dict], verdicts: dict[str, list[dict]], *, alpha: float | None = None,
@@ -66,7 +78,7 @@ def judge_night(night: dict, history: list[dict], verdicts: dict[str, list[dict]
     alpha = alpha if alpha is not None else (ALPHA_SUSPECT if confirm else ALPHA_NIGHT)
     records = detect_regressions(rows, history, regressed=verdict_pairs(verdicts, "regression"),
                                  improved=verdict_pairs(verdicts, "improvement"), alpha=alpha)
-    control = control_cell_of(rows)
+    control = control_cell_of(night)
     regressions = {"records": records, **count_verdicts(records),
                    "control": control_summary(DEFAULT_CONTROL_CELL, control, control_row(rows, control), records)}
     if not confirm or not any(is_suspect(r) for r in records):
@@ -192,9 +204,10 @@ def synthetic_nights(seed: int, n: int, cv: float, cells: int = 4, tail_cv_facto
     nights = []
     for i in range(n):
         rows = [row(k, i) for k in keys]
-        remeasured = [{"round": 0, "role": "control", "row": row(keys[0], i), "neighbour_cpu_pct": 0.0}]
+        control = next((k for k in keys if k["format"] == "onnx" and k["load"] == CONTROL_CONCURRENCY), keys[0])
+        remeasured = [{"round": 0, "role": "control", "row": row(control, i), "neighbour_cpu_pct": 0.0}]
         remeasured += [{"round": 1, "role": "suspect", "row": row(k, i), "neighbour_cpu_pct": 0.0} for k in keys]
-        remeasured.append({"round": 2, "role": "control", "row": row(keys[0], i), "neighbour_cpu_pct": 0.0})
+        remeasured.append({"round": 2, "role": "control", "row": row(control, i), "neighbour_cpu_pct": 0.0})
         nights.append({"night": i + 1, "kind": "aa", "run_id": f"syn{i:02d}", "logical_date": f"syn-{i:03d}",
                        "rows": rows, "remeasured": remeasured})
     return nights

@@ -2,10 +2,15 @@
 "this stack got slower".
 
 The control is named by the Param `control_cell` as `model/format/server` (default the MLP in ONNX on the
-custom FastAPI service, the cheapest stack to start). When the run's own cells include that model, format
-and server on the run's launcher, the lowest of their load points is the control and nothing is added;
-otherwise the plan gets one more session with a single closed-loop cell at concurrency `workers` (1 by
-default). The control is a CPU cell: a run on `device=gpu` has none.
+custom FastAPI service, the cheapest stack to start) at concurrency CONTROL_CONCURRENCY per generator process.
+When the run's own cells include that model, format and server on the run's launcher, their closed-loop point
+nearest that concurrency is the control and nothing is added; otherwise the plan gets one more session with
+that single closed-loop cell. The control is a CPU cell: a run on `device=gpu` has none.
+
+Why concurrency 4: the control must move when the host moves and not otherwise. At concurrency 1 the MLP's
+throughput is one round trip after another, at the mercy of the scheduler's wake-ups: on the 2-core VM it
+moved 15-24 % from night to night with nothing changed. At 4 the server's core is kept busy and the
+throughput is its capacity, which is what a slower host changes: 3-5 % (benchmarks/regression_nights.py).
 
 Its row is an ordinary result row. The regression check reports its drift against its own baseline, and
 the confirmation step re-measures it around every suspect it re-measures (`tasks.confirm`).
@@ -18,6 +23,7 @@ from typing import Any
 from tasks.errors import ConfigError
 
 DEFAULT_CONTROL_CELL = "mlp/onnx/custom"
+CONTROL_CONCURRENCY = 4  # requests in flight per generator process (see above)
 CONTROL_SESSION_PREFIX = "control."
 # What must match between a row and the control's name for the row to be the control.
 CONTROL_MATCH = ("model", "format", "server", "launcher", "device")
@@ -37,7 +43,7 @@ def control_cell(config: Any) -> dict | None:
         return None
     model, fmt, server = parse_control(config.control_cell)
     return {"model": model, "format": fmt, "server": server, "launcher": config.launcher, "device": "cpu",
-            "batch_size": 1, "mode": "concurrency", "load": float(config.workers)}
+            "batch_size": 1, "mode": "concurrency", "load": float(CONTROL_CONCURRENCY * config.workers)}
 
 
 def is_control_match(row: dict, control: dict) -> bool:
@@ -46,12 +52,13 @@ def is_control_match(row: dict, control: dict) -> bool:
 
 def control_row(rows: list[dict], control: dict | None) -> dict | None:
     """Tonight's control row: the ok closed-loop row of the control's model/format/server with the lowest
-    batch size and load (None when there is none)."""
+    batch size and the load nearest the control's (the lower of two as near; None when there is none)."""
     if control is None:
         return None
     candidates = [r for r in rows if is_control_match(r, control) and r.get("status") == "ok"
                   and r.get("mode") == "concurrency"]
-    return min(candidates, key=lambda r: (r["batch_size"], r["load"])) if candidates else None
+    return (min(candidates, key=lambda r: (r["batch_size"], abs(r["load"] - control["load"]), r["load"]))
+            if candidates else None)
 
 
 def covered(cells: list[dict], control: dict) -> bool:

@@ -14,8 +14,9 @@ and here):
   nights in a row restarts the baseline the same way;
 - at most BASELINE_MAX_NIGHTS nights, the newest.
 
-How a night is judged (the noise model is `tasks.noise`: a per-metric prior, pooled over every cell of the
-same server and host, plus each row's within-run spread), on the log scale:
+How a night is judged (the noise model is `tasks.noise`: a per-metric prior, the spread of every cell of the
+same host, of the same server there and of the cell itself, each the prior of the next, plus each row's
+within-run spread), on the log scale:
 - for k = 1..SEGMENT_NIGHTS, the newest k nights (tonight and the k-1 before it) are tested against the
   baseline before them (t-test of the segment's mean against the winsorized baseline mean, one-sided per
   direction), Bonferroni over the k tried: a 10 % step too small to see in one noisy night is seen in the
@@ -38,7 +39,7 @@ import math
 from dataclasses import dataclass, field
 
 from tasks.metrics import HIGHER, METRICS, number
-from tasks.noise import Noise, row_se, server_noises, winsorized_mean
+from tasks.noise import Noise, cell_noises, row_se, winsorized_mean
 from tasks.results import CELL_KEY, cell_key
 
 REGRESSED_METRICS = ("throughput_rps", "throughput_sps", "latency_ms_mean", "latency_ms_p50", "latency_ms_p90",
@@ -313,7 +314,7 @@ def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
             test = judge_error_rate(row, cand)
             tests.append((row, metric, {"bad": test, "good": test, "first": test}))
         else:
-            noise = noises[(row["server"], host_fingerprint(row), metric)]
+            noise = noises[(id(row), metric)]
             tests.append((row, metric, judge_log_metric(metric, row, cand, noise)))
     judged = [views for _, _, views in tests if views is not None]
     bad = dict(zip(map(id, judged), holm([v["bad"].p_bad for v in judged], alpha), strict=True))
@@ -333,15 +334,19 @@ def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
 
 
 def _pooled_noises(todo: list[tuple[dict, str]], splits: dict) -> dict[tuple, Noise]:
-    """Per (server, host, metric): the baseline nights of every such cell tonight, pooled with the host's
-    spread as prior (`tasks.noise.server_noises`)."""
-    groups: dict[tuple, dict[str, list[list[float]]]] = {}
+    """Per (id of tonight's row, metric): its cell's noise, from the baseline nights of every cell tonight on
+    the same host (`tasks.noise.cell_noises`: host, then server, then the cell)."""
+    groups: dict[tuple, dict[str, list[tuple[dict, list[float]]]]] = {}
     for row, metric in todo:
         cand = splits[(id(row), metric)]
         logs = [math.log(metric_value(r, metric)) for r in cand[0].baseline] if cand and metric != "error_rate" else []
-        groups.setdefault((host_fingerprint(row), metric), {}).setdefault(row["server"], []).append(logs)
-    return {(server, host, metric): noise for (host, metric), by_server in groups.items()
-            for server, noise in server_noises(metric, by_server).items()}
+        groups.setdefault((host_fingerprint(row), metric), {}).setdefault(row["server"], []).append((row, logs))
+    noises: dict[tuple, Noise] = {}
+    for (_, metric), by_server in groups.items():
+        found = cell_noises(metric, {server: [logs for _, logs in cells] for server, cells in by_server.items()})
+        for server, cells in by_server.items():
+            noises.update({(id(row), metric): noise for (row, _), noise in zip(cells, found[server], strict=True)})
+    return noises
 
 
 def make_record(row: dict, metric: str, test: Test | None, verdict: str, tests: int, alpha: float) -> dict:
