@@ -180,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     # Start-up, shutdown and errors go to the log; no line per request (the access log costs the server CPU
     # while it is being measured, and the same rule holds for every stack).
     serving = {"host": args.host, "port": args.port, "log_level": "info", "access_log": False,
-               "http": f"{Path(__file__).stem}:NoDelayHTTPProtocol"}  # by name: the workers import it
+               "http": NoDelayHTTPProtocol}
     if args.workers > 1:  # uvicorn's workers share the listening socket; each imports this module and loads the model
+        if str(Path(__file__).parent) not in sys.path:  # run through a wrapper (runpy): the workers import us by name
+            sys.path.insert(0, str(Path(__file__).parent))
+        serving["http"] = f"{Path(__file__).stem}:NoDelayHTTPProtocol"  # by name: the config goes to the workers
         os.environ[CONFIG_ENV] = json.dumps({"model_dir": str(args.model_dir), "threads": args.threads,
                                              "inputs": args.inputs, "outputs": args.outputs,
                                              "model_name": args.model_name})
