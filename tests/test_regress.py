@@ -344,3 +344,21 @@ def test_a_confirmation_that_cannot_run_leaves_the_suspects_unconfirmed_and_the_
     rec = _verdict(out["records"], format="torchscript")
     assert rec["verdict"] == "unconfirmed" and "no runtime" in rec["confirmation"]["reason"]
     assert out["regressions"] == 0
+
+
+def test_cells_that_differ_get_their_own_noise_and_cells_that_agree_are_pooled():
+    from scipy.stats import bartlett
+
+    from tasks.noise import cell_noises, cell_residuals, equal_variances_p
+
+    rng = np.random.default_rng(7)
+    alike = [list(rng.normal(0, 0.03, 10)) for _ in range(6)]
+    raw = [(float(np.sum((np.asarray(c) - np.mean(c)) ** 2)), len(c) - 1, len(c)) for c in alike]
+    assert equal_variances_p(raw) == pytest.approx(bartlett(*alike).pvalue)  # Bartlett's, from sums of squares
+    assert equal_variances_p(cell_residuals(alike, 0.03)) > 0.01
+    pooled = cell_noises("throughput_rps", {"custom": alike})["custom"]
+    assert len({n.sigma for n in pooled}) == 1 and not pooled[0].moderated
+    differ = [list(rng.normal(0, sd, 10)) for sd in (0.24, 0.03, 0.15, 0.04)]
+    own = cell_noises("throughput_rps", {"custom": differ})["custom"]
+    assert all(n.moderated for n in own)
+    assert own[0].sigma > 2 * own[1].sigma and own[2].sigma > 2 * own[3].sigma  # noisy cells wide, quiet ones narrow
