@@ -201,10 +201,10 @@ def synthetic_nights(seed: int, n: int, cv: float, cells: int = 4, tail_cv_facto
                 "error_rate": 0.0, "errors": 0, "requests": int(tp * 2), "startup_s": 0.7 * math.exp(rng.gauss(0, cv)),
                 "cv": cv, "windows": 4}
 
+    control = next((k for k in keys if k["format"] == "onnx" and k["load"] == CONTROL_CONCURRENCY), keys[0])
     nights = []
     for i in range(n):
         rows = [row(k, i) for k in keys]
-        control = next((k for k in keys if k["format"] == "onnx" and k["load"] == CONTROL_CONCURRENCY), keys[0])
         remeasured = [{"round": 0, "role": "control", "row": row(control, i), "neighbour_cpu_pct": 0.0}]
         remeasured += [{"round": 1, "role": "suspect", "row": row(k, i), "neighbour_cpu_pct": 0.0} for k in keys]
         remeasured.append({"round": 2, "role": "control", "row": row(control, i), "neighbour_cpu_pct": 0.0})
