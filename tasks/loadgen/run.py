@@ -45,6 +45,7 @@ PROCESS_GRACE_S = 60.0
 READY_TIMEOUT_S = 60.0  # workers must import, connect and report ready within this
 PR_SET_PDEATHSIG = 1
 WINDOW_LINE = "window "  # a worker's stdout line with one measured window's figures (JSON after it)
+READER_DRAIN_S = 5.0  # after the workers exit, at most this long for their last window lines to be read
 START_LEAD_NS = 50_000_000  # the common start is this far after the last worker reported ready
 REACHABLE_TIMEOUT_S = 2.0
 
@@ -110,10 +111,12 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
             scraper = _CounterScraper(counters, start_ns, settings)
         # the workers' stdout is always drained (a full pipe would block a worker mid-load)
         windows = WindowProgress(settings, progress or (lambda line: None))
+        readers = []
         for index, proc in enumerate(procs):
             proc.stdin.write(f"{start_ns}\n")
             proc.stdin.close()
-            threading.Thread(target=windows.follow, args=(index, proc.stdout), daemon=True).start()
+            readers.append(threading.Thread(target=windows.follow, args=(index, proc.stdout), daemon=True))
+            readers[-1].start()
         deadline = time.monotonic() + limit_s
         for index, proc in enumerate(procs):
             try:
@@ -123,6 +126,8 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
             if code != 0:
                 raise LoadTestError(f"load generator worker {index} failed (exit {code}):\n"
                                     f"{_tail(workdir / f'worker{index}.log')}")
+        for reader in readers:  # a worker's last window line may still be in its pipe when it exits
+            reader.join(timeout=READER_DRAIN_S)
     finally:
         for proc in procs:
             if proc.poll() is None:
