@@ -347,3 +347,41 @@ def test_make_pacer_uses_a_timerfd_on_linux():
         return type(p)
 
     assert asyncio.run(kind()) is (TimerfdPacer if sys.platform.startswith("linux") else LoopTimerPacer)
+
+
+def test_every_measured_window_is_reported_even_when_its_timer_has_not_fired(monkeypatch):
+    """Each window's progress report is a timer 2 ms after the window's end; the last one ends with the load
+    point, and against a fast server the point can be over before that timer fires. Here no timer fires at all
+    (they are switched off): every window must still be reported, once, when the load point ends."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tasks.loadgen import engine
+    from tasks.loadgen.protocols.http_get import HttpGet
+
+    class Answer(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the generator expects
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    monkeypatch.setattr(engine._Driver, "_schedule_report", lambda self, k: None)
+    reports: list[dict] = []
+    settings = LoadSettings(mode="concurrency", load=1, duration_s=0.5, warmup_s=0.25, window_s=0.25)
+    try:
+        asyncio.run(engine.closed_loop("127.0.0.1", port, HttpGet("127.0.0.1", port, "x", {}, {}), settings,
+                                       on_window=reports.append))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [r["window"] for r in reports] == [1, 2]
+    assert all(r["ok"] > 0 and r["errors"] == 0 for r in reports)

@@ -181,3 +181,23 @@ def test_workers_start_from_any_working_directory(tmp_path, mlp_spec, monkeypatc
         measurement, _ = run_load_point(endpoint, mlp_spec, settings, tmp_path / "work", progress=progress.append)
     _check_counts(measurement, settings)
     assert len(progress) == 2 and progress[0].startswith("window 1/2: concurrency 2, ")  # one line per window
+
+
+def test_every_window_line_is_reported_before_the_load_point_returns(tmp_path, mlp_spec, monkeypatch):
+    """The workers' window lines are read by threads; a worker can exit with its last line still unread. Each
+    line is held back 0.3 s here (a busy parent), so without waiting for the readers the last windows' lines
+    would arrive after `run_load_point` returned, and a task's log would lack them."""
+    from tasks.loadgen import run as run_module
+
+    original = run_module.WindowProgress.add
+
+    def slow_add(self, figures):
+        time.sleep(0.3)
+        original(self, figures)
+
+    monkeypatch.setattr(run_module.WindowProgress, "add", slow_add)
+    progress: list[str] = []
+    settings = LoadSettings(mode="concurrency", load=2, duration_s=1.5, warmup_s=0.2, window_s=0.5, workers=2)
+    with fake_server() as endpoint:
+        run_load_point(endpoint, mlp_spec, settings, tmp_path / "work", progress=progress.append)
+    assert [line.split(":")[0] for line in progress] == ["window 1/3", "window 2/3", "window 3/3"]

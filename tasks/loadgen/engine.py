@@ -71,6 +71,7 @@ class _Driver:
         self.timeout_ns = int(settings.request_timeout_s * NS)
         self.window_ns = int(settings.window_s * NS)
         self.on_window: OnWindow = None
+        self.reported = 0  # the last window whose progress figures went to on_window
 
     def record(self, scheduled: int, sent: int, done: int, code: int, slot: int = NO_SLOT) -> None:
         self.scheduled.append(scheduled)
@@ -137,8 +138,9 @@ class _Driver:
     def report_window(self, k: int) -> None:
         """At the end of measured window `k`: its successes, errors and latency p50/p99 (from the actual send in
         the closed loop, the scheduled one in the open loop), for the progress lines. Recording is not touched."""
-        if self.end < self.warm_end + k * self.window_ns:
+        if self.end < self.warm_end + k * self.window_ns or k <= self.reported:
             return
+        self.reported = k
         lo, hi = self.warm_end + (k - 1) * self.window_ns, self.warm_end + k * self.window_ns
         done = np.frombuffer(self.done, dtype=np.int64)
         codes = np.frombuffer(self.codes, dtype=np.int8)[:len(done)]
@@ -179,7 +181,19 @@ class _Driver:
         if self.finished is not None and not self.finished.done() and not any(c.busy for c in self.conns):
             self.finished.set_result(None)
 
+    def report_remaining(self) -> None:
+        """The windows whose report was still due when the load point ended (the last one's timer fires 2 ms
+        after the end, when a fast server's last responses may already be in and the loop about to close)."""
+        if self.on_window is None:
+            return
+        k = self.reported + 1
+        while self.warm_end + k * self.window_ns <= self.end:
+            self.report_window(k)
+            k += 1
+
     def recording(self, cpu0: float, wall0: float) -> Recording:
+        self.report_remaining()
+
         def rel(a: array) -> np.ndarray:
             return np.frombuffer(a, dtype=np.int64) - self.t0
 
