@@ -201,3 +201,22 @@ def test_every_window_line_is_reported_before_the_load_point_returns(tmp_path, m
     with fake_server() as endpoint:
         run_load_point(endpoint, mlp_spec, settings, tmp_path / "work", progress=progress.append)
     assert [line.split(":")[0] for line in progress] == ["window 1/3", "window 2/3", "window 3/3"]
+
+
+def test_every_measured_window_is_reported_even_when_its_timer_has_not_fired(monkeypatch):
+    """Each window's progress report is a timer 2 ms after the window's end; the last one ends with the load
+    point, and against a fast server the point can be over before that timer fires. Here no timer fires at all
+    (they are switched off): every window must still be reported, once, when the load point ends."""
+    import asyncio
+
+    from tasks.loadgen import engine
+    from tasks.loadgen.protocols.http_get import HttpGet
+
+    monkeypatch.setattr(engine._Driver, "_schedule_report", lambda self, k: None)
+    reports: list[dict] = []
+    settings = LoadSettings(mode="concurrency", load=1, duration_s=0.5, warmup_s=0.25, window_s=0.25)
+    with fake_server() as endpoint:  # any path but /infer answers 200
+        codec = HttpGet(endpoint.host, endpoint.port, "v2/health/ready", {}, {})
+        asyncio.run(engine.closed_loop(endpoint.host, endpoint.port, codec, settings, on_window=reports.append))
+    assert [r["window"] for r in reports] == [1, 2]
+    assert all(r["ok"] > 0 and r["errors"] == 0 for r in reports)
