@@ -16,7 +16,7 @@ evidence either way).
 
 Like every measuring step, this holds the host: in the DAG one `confirm_<host>` task per measuring host re-measures
 the suspects that were measured on that host, in that host's queue and pool (tasks/hosts.py); `merge_confirmations`
-puts their verdicts together. The false-alarm budget (Bonferroni) stays the night's: alpha over every suspect.
+puts their verdicts together. The false-alarm budget (Bonferroni) stays the night's: alpha over every suspected figure.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tasks.plan import cell_id
+from tasks.regress import SAME_FIGURE
 
 CONFIRM_PREFIX = "confirm"
 SESSION_KEY = ("model", "format", "server", "launcher", "device")
@@ -120,7 +121,16 @@ def decide(record: dict, row: dict | None, drift_log: float | None, alpha: float
     from scipy import stats
 
     from tasks.noise import row_se
-    from tasks.regress import MIN_ERROR_RATE_CHANGE, bad_change, bad_sign, error_count, metric_value, min_effect
+    from tasks.regress import (
+        MIN_ERROR_RATE_CHANGE,
+        bad_change,
+        bad_sign,
+        error_count,
+        metric_value,
+        min_effect,
+        min_effect_text,
+        reaches_min_effect,
+    )
 
     metric = record["metric"]
     if row is None or row.get("status") != "ok" or metric_value(row, metric) is None:
@@ -150,8 +160,8 @@ def decide(record: dict, row: dict | None, drift_log: float | None, alpha: float
     out = {"value": value, "change_pct": 100 * (math.exp(delta) - 1), "p_value": p, "alpha": alpha,
            "control_drift_pct": None if drift_log is None else 100 * (math.exp(drift_log) - 1),
            "own_change_pct": None}
-    if not (p < alpha and bad_change(metric, delta) >= effect):
-        why = "not significant" if p >= alpha else f"below the minimum effect ({100 * effect:.0f} %)"
+    if not (p < alpha and reaches_min_effect(metric, value, math.exp(st["center_log"]))):
+        why = "not significant" if p >= alpha else f"below the minimum effect ({min_effect_text(metric)})"
         return {**out, "outcome": "not_reproduced", "reason": f"re-measured change {out['change_pct']:+.1f} %: {why}"}
     if drift_log is None:
         return {**out, "outcome": "confirmed", "reason": "reproduced (no control drift to subtract)"}
@@ -181,6 +191,8 @@ def confirm_records(regressions: dict, measured: list[dict], order: list[dict], 
     suspects = [r for r in records if is_suspect(r)]
     control = (regressions.get("control") or {}).get("cell")
     control_records = {r["metric"]: r for r in records if control and _same_cell(control, r)}
+    # Bonferroni over the distinct figures suspected (requests/s and samples/s of a cell are one figure)
+    figures = len({(*(r.get(k) for k in CELL_FIELDS), SAME_FIGURE.get(r["metric"], r["metric"])) for r in suspects})
     for record in suspects:
         if only is not None and not only(record):
             continue
@@ -189,7 +201,7 @@ def confirm_records(regressions: dict, measured: list[dict], order: list[dict], 
         found = rounds[0] if rounds else None
         drift = None if is_control or found is None else control_drift(record, measured, control_records,
                                                                         found["round"])
-        confirmation = decide(record, found["row"] if found else None, drift, alpha / len(suspects),
+        confirmation = decide(record, found["row"] if found else None, drift, alpha / figures,
                               found.get("neighbour_cpu_pct") if found else None, neighbour_max_pct)
         if found is not None:
             confirmation["round"] = found["round"]

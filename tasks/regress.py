@@ -50,10 +50,18 @@ MIN_EFFECT = {  # below this relative change a significant change is still no ch
     "startup_s": 0.20,
 }
 DEFAULT_MIN_EFFECT = 0.05
+# ... and below this absolute change (in the metric's unit) too. Start-up: until readiness was polled finely
+# (tasks/serve/session.py) start-ups were read in steps of 0.1 s, so a 0.33 s start-up read 0.44 s at random
+# (+30 %); baselines hold such rows for BASELINE_MAX_NIGHTS nights, and a start-up 0.15 s slower is not what
+# anyone scales on.
+MIN_ABS_CHANGE = {"startup_s": 0.15}
 MIN_ERROR_RATE_CHANGE = 0.001  # error rate: an absolute change (its baseline is usually 0)
 ALPHA_NIGHT = 0.05  # family-wise error rate of one night's regression tests (Holm) when nothing is re-measured
 ALPHA_SUSPECT = 0.5  # ... when every suspect is re-measured (tasks.confirm tests it again at ALPHA_CONFIRM)
 ALPHA_IMPROVEMENT = 0.05  # family-wise error rate of one night's improvement tests (never re-measured)
+# Metrics that are the same figure in another unit: one hypothesis, not two, in a night's count of tests
+# (samples/s is requests/s times the batch size, so their changes are equal).
+SAME_FIGURE = {"throughput_sps": "throughput_rps"}
 MIN_HISTORY = 3  # fewer baseline nights: `no_history`
 SEGMENT_NIGHTS = 3  # a change may have begun up to this many nights ago (the segment always holds tonight)
 BASELINE_MAX_NIGHTS = 14
@@ -93,6 +101,14 @@ def bad_sign(metric: str) -> int:
 
 def min_effect(metric: str) -> float:
     return MIN_EFFECT.get(metric, DEFAULT_MIN_EFFECT)
+
+
+def min_effect_text(metric: str) -> str:
+    """The metric's minimum effect in words: "5 %", or "20 % and 0.15 s" with an absolute floor."""
+    text = f"{100 * min_effect(metric):.0f} %"
+    floor = MIN_ABS_CHANGE.get(metric)
+    unit = METRICS[metric].unit if metric in METRICS else ""
+    return text if floor is None else f"{text} and {floor:g} {unit}".rstrip()
 
 
 @dataclass
@@ -273,6 +289,16 @@ def holm(p_values: list[float], alpha: float) -> list[bool]:
     return rejected
 
 
+def holm_by_figure(p_values: list[float], figures: list, alpha: float) -> list[bool]:
+    """Holm over distinct figures: the tests that share a figure (SAME_FIGURE) are one hypothesis, tested with
+    their smallest p-value and decided together."""
+    smallest: dict = {}
+    for p, figure in zip(p_values, figures, strict=True):
+        smallest[figure] = min(p, smallest.get(figure, 1.0))
+    decided = dict(zip(smallest, holm(list(smallest.values()), alpha), strict=True))
+    return [decided[figure] for figure in figures]
+
+
 def bad_change(metric: str, log_delta: float) -> float:
     """The relative change in the bad direction (> 0: worse): a rise for latency, a fall for throughput."""
     return bad_sign(metric) * (math.exp(log_delta) - 1.0)
@@ -282,9 +308,17 @@ def big_enough(test: Test, sign: int) -> bool:
     """Tonight's change reaches the metric's minimum effect in the direction `sign` (+1 bad, -1 good)."""
     if test.metric == "error_rate":
         return sign * (test.current - (test.baseline or 0.0)) >= MIN_ERROR_RATE_CHANGE
-    if test.change_pct is None:
+    if test.change_pct is None or test.baseline is None:
         return False
-    return sign * bad_sign(test.metric) * test.change_pct / 100.0 >= min_effect(test.metric)
+    return reaches_min_effect(test.metric, test.current, test.baseline, sign)
+
+
+def reaches_min_effect(metric: str, value: float, baseline: float, sign: int = +1) -> bool:
+    """`value` differs from `baseline` in the direction `sign` (+1 worse, -1 better) by at least the metric's
+    minimum relative effect and its minimum absolute change."""
+    toward = sign * bad_sign(metric)
+    return (toward * (value / baseline - 1.0) >= min_effect(metric)
+            and toward * (value - baseline) >= MIN_ABS_CHANGE.get(metric, 0.0))
 
 
 def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
@@ -317,8 +351,10 @@ def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
             noise = noises[(id(row), metric)]
             tests.append((row, metric, judge_log_metric(metric, row, cand, noise)))
     judged = [views for _, _, views in tests if views is not None]
-    bad = dict(zip(map(id, judged), holm([v["bad"].p_bad for v in judged], alpha), strict=True))
-    good = dict(zip(map(id, judged), holm([v["good"].p_good for v in judged], alpha_improvement), strict=True))
+    figures = [(id(row), SAME_FIGURE.get(metric, metric)) for row, metric, views in tests if views is not None]
+    bad = dict(zip(map(id, judged), holm_by_figure([v["bad"].p_bad for v in judged], figures, alpha), strict=True))
+    good = dict(zip(map(id, judged), holm_by_figure([v["good"].p_good for v in judged], figures, alpha_improvement),
+                    strict=True))
     records = []
     for row, metric, views in tests:
         if views is None:
@@ -357,6 +393,7 @@ def make_record(row: dict, metric: str, test: Test | None, verdict: str, tests: 
               "better": meta.better if meta else "lower", "current": metric_value(row, metric), "verdict": verdict,
               "baseline": None, "baseline_nights": [], "history_n": 0, "change_pct": None, "change_ci_pct": None,
               "min_effect_pct": None if metric == "error_rate" else 100.0 * min_effect(metric),
+              "min_abs_change": MIN_ABS_CHANGE.get(metric),
               "method": "none", "segment_nights": [], "p_value": None, "p_improvement": None, "tests_tonight": tests,
               "alpha_night": alpha, "noise": None, "stats": None, "confirmation": None}
     if test is None:

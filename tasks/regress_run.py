@@ -16,6 +16,7 @@ from tasks.regress import (
     ALPHA_NIGHT,
     ALPHA_SUSPECT,
     BASELINE_MAX_NIGHTS,
+    MIN_ABS_CHANGE,
     MIN_EFFECT,
     MIN_HISTORY,
     PERSIST_NIGHTS,
@@ -34,7 +35,7 @@ def method_summary(alpha: float) -> dict:
     return {"alpha_night": alpha, "alpha_improvement": ALPHA_IMPROVEMENT, "min_history": MIN_HISTORY,
             "segment_nights": SEGMENT_NIGHTS,
             "baseline_max_nights": BASELINE_MAX_NIGHTS, "persist_nights": PERSIST_NIGHTS,
-            "min_effect_pct": {k: 100 * v for k, v in MIN_EFFECT.items()},
+            "min_effect_pct": {k: 100 * v for k, v in MIN_EFFECT.items()}, "min_abs_change": dict(MIN_ABS_CHANGE),
             "describe": "per (cell, metric): t-test of the newest 1-3 nights against the baseline on the log "
                         "scale, noise pooled over the server's cells on this host with a per-metric prior and "
                         "each row's within-run spread; Holm over every test of the night; then re-measured"}

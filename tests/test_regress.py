@@ -20,6 +20,7 @@ from tasks.regress import (
     detect_parity_regressions,
     detect_regressions,
     holm,
+    holm_by_figure,
 )
 
 DATA = Path(__file__).parent / "data" / "regression_nights.csv"
@@ -176,6 +177,41 @@ def test_a_small_change_is_no_change_however_significant():
     rng = np.random.default_rng(4)
     history = [_row(i, 1000.0 * (1 + 0.001 * rng.standard_normal())) for i in range(14)]
     assert _verdict(detect_regressions([_row(14, 970.0)], history))["verdict"] == "no_change"  # -3 % < 5 %
+
+
+def test_a_start_up_one_old_poll_step_slower_is_no_change():
+    """Readiness used to be polled every 0.1 s: a 0.33 s start-up read 0.44 s on a night a poll came late, +33 %
+    beyond any spread of the steady nights. A start-up change needs 0.15 s as well as 20 %."""
+    history = [{**_row(i, 1000.0), "startup_s": 0.33} for i in range(12)]
+    one_step = _verdict(detect_regressions([{**_row(12, 1000.0), "startup_s": 0.44}], history), "startup_s")
+    assert one_step["verdict"] == "no_change" and one_step["change_pct"] > 30 and one_step["min_abs_change"] == 0.15
+    slower = _verdict(detect_regressions([{**_row(12, 1000.0), "startup_s": 0.9}], history), "startup_s")
+    assert slower["verdict"] == "regression"
+
+
+def test_requests_and_samples_per_second_are_one_hypothesis():
+    """At any batch size samples/s is requests/s times the batch: the same figure, so it is not a second test in
+    Holm's count, nor in the confirmation's Bonferroni split."""
+    assert holm([0.02, 0.02, 0.5], 0.05) == [False, False, False]  # as three tests: 0.02 > 0.05 / 3
+    assert holm_by_figure([0.02, 0.02, 0.5], ["tp", "tp", "p99"], 0.05) == [True, True, False]
+    def sps(rows: list[dict]) -> list[dict]:
+        return [{**r, "throughput_sps": r["throughput_rps"]} for r in rows]
+
+    rng = np.random.default_rng(16)
+    history = sps(_series(rng, 1000, 12) + _series(rng, 1000, 12, format="torchscript"))
+    tonight = sps([_row(12, 1000.0), _row(12, 600.0, format="torchscript")])
+    records = detect_regressions(tonight, history)
+    control = {k: tonight[0][k] for k in ("model", "format", "server", "launcher", "device", "batch_size", "mode",
+                                          "load", "protocol")}
+    suspects = [r for r in records if r["verdict"] == "regression"]
+    assert {r["metric"] for r in suspects} >= {"throughput_rps", "throughput_sps"}
+    order = remeasure_order(suspects, control)
+    remeasured = [{**m, "row": sps([m["row"]])[0]} for m in _remeasured(1000.0, 610.0)]
+    confirmed = confirm_records({"records": records, "control": {"cell": control}}, remeasured, order)
+    assert {r["verdict"] for r in confirmed["records"] if r.get("confirmation")} == {"regression"}
+    figures = {r["metric"] for r in suspects} - {"throughput_sps"}
+    assert {r["confirmation"]["alpha"] for r in confirmed["records"] if r.get("confirmation")} == {
+        0.05 / len(figures)}
 
 
 def test_short_history_says_no_history():
