@@ -18,6 +18,8 @@ BENCHMARKS = (
     ("the same server as a process and in a container: throughput and p99", ["process_vs_container.py"]),
     ("default against tuned, per stack, on the MLP (a quick configuration search)", ["tune_stacks.py"]),
     ("each stack against its engine in process, BERT-base in ONNX Runtime", ["engine_gap.py"]),
+    ("start-up time as the readiness poll reads it: fixed 0.1 s against 5 % of the wait",
+     ["startup_resolution.py"]),
     ("regression alerts on the recorded real nights (record new ones: regression_nights.py record)",
      ["regression_nights.py", "judge"]),
 )
