@@ -178,6 +178,41 @@ def log_spread(nights: list[dict], metric: str) -> dict[str, float]:
             for (fmt, load), v in sorted(series.items())}
 
 
+def noise_sources(nights: list[dict], metric: str) -> dict[str, dict[str, float]]:
+    """Where each cell's night-to-night spread of `metric` comes from, on the nights that re-measured it: the
+    spread (1.4826 MAD, log) of one session, of the mean of the night's two sessions (the nightly one and the
+    fresh one re-measured minutes later), the correlation of the two sessions' deviations (what a second session
+    a night cannot average away), and the spread of the cell relative to the night's control cell (what dividing
+    by the control would leave). The control's own row is 0 there by construction."""
+    import numpy as np
+
+    def mad(values: list[float]) -> float:
+        v = np.asarray(values)
+        return 1.4826 * float(np.median(np.abs(v - np.median(v))))
+
+    pairs: dict[tuple, list[tuple[float, float, float]]] = {}
+    for night in nights:
+        control = control_cell_of(night)
+        ctl = next((r for r in night["rows"] if all(r[k] == control[k] for k in control)), None)
+        for row in night["rows"]:
+            again = next((m["row"] for m in night["remeasured"] if m["role"] == "suspect"
+                          and (m["row"]["format"], m["row"]["load"]) == (row["format"], row["load"])), None)
+            if (row["status"] != "ok" or not row.get(metric) or again is None or not again.get(metric)
+                    or ctl is None or not ctl.get(metric)):
+                continue
+            pairs.setdefault((row["format"], row["load"]), []).append(
+                (math.log(row[metric]), math.log(again[metric]), math.log(ctl[metric])))
+    out = {}
+    for (fmt, load), values in sorted(pairs.items()):
+        one, two, ctl = (list(v) for v in zip(*values, strict=True))
+        dev_one, dev_two = np.asarray(one) - np.median(one), np.asarray(two) - np.median(two)
+        out[f"{fmt}/c{load:g}"] = {
+            "one": mad(one), "mean_of_two": mad([(a + b) / 2 for a, b in zip(one, two, strict=True)]),
+            "r": float(np.corrcoef(dev_one, dev_two)[0, 1]),
+            "over_control": mad([a - c for a, c in zip(one, ctl, strict=True)])}
+    return out
+
+
 def synthetic_nights(seed: int, n: int, cv: float, cells: int = 4, tail_cv_factor: float = 2.0) -> list[dict]:
     """`n` nights of `cells` closed-loop cells on a host whose nights vary by `cv` (log sd; the tail by
     `tail_cv_factor` x cv), each with a re-measurement drawn alike: the same structure as the recording, for

@@ -300,6 +300,7 @@ def judge(args: argparse.Namespace) -> int:
     from benchmarks.nights_replay import (
         alarms,
         log_spread,
+        noise_sources,
         read_nights,
         replay,
         slower,
@@ -319,6 +320,11 @@ def judge(args: argparse.Namespace) -> int:
         spread = log_spread(aa, metric)
         print(f"  A/A night-to-night spread of {metric} (1.4826 MAD, log): "
               + ", ".join(f"{k} {v:.3f}" for k, v in spread.items()))
+        # Which remedy could narrow it: a second session a night averages only what the two sessions do not
+        # share; dividing by the control removes only what the cell shares with the control that night.
+        print("    one session / mean of the night's two sessions (r between them) / over the control: "
+              + ", ".join(f"{k} {v['one']:.3f}/{v['mean_of_two']:.3f} (r {v['r']:+.2f})/{v['over_control']:.3f}"
+                          for k, v in noise_sources(aa, metric).items()))
     cells = sorted({(r["model"], r["format"], r["load"]) for n in aa for r in n["rows"]})
     print("\nFalse alarms (A/A: the recorded unchanged nights in order, each judged against those before it)")
     aa_figures(f"  the recorded suite ({len(cells)} cells)", aa, MIN_HISTORY)

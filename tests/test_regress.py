@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.nights_replay import alarms, read_nights, replay, scaled, slower, widened
+from benchmarks.nights_replay import alarms, noise_sources, read_nights, replay, scaled, slower, widened
 from tasks.confirm import confirm_records, decide, remeasure_order
 from tasks.noise import PRIOR_DF, pooled_noise, row_se
 from tasks.regress import (
@@ -96,6 +96,19 @@ def test_a_step_on_recorded_nights_is_found_on_its_first_night_and_confirmed(aa)
     assert first["change_pct"] < -60 and first["baseline_nights"][-1]["run_id"] == aa[11]["run_id"]
     low, high = first["change_ci_pct"]
     assert low < first["change_pct"] < high
+
+
+def test_noise_sources_split_a_cells_spread(aa):
+    sources = noise_sources(aa, "throughput_rps")
+    control = next(iter(sources.values()))  # recorded with the control at ONNX concurrency 1, sorted first
+    assert control["over_control"] == 0.0
+    assert all(0 < s["one"] < 1 and -1 <= s["r"] <= 1 for s in sources.values())
+    # Nights whose re-measurement repeats the nightly rows exactly: the mean of two is one session, r is 1.
+    echoed = [{**n, "remeasured": [m for m in n["remeasured"] if m["role"] == "control"]
+               + [{"round": 1, "role": "suspect", "row": r} for r in n["rows"]]} for n in aa]
+    for name, s in noise_sources(echoed, "throughput_rps").items():
+        assert s["mean_of_two"] == pytest.approx(s["one"]), name
+        assert s["r"] == pytest.approx(1.0), name
 
 
 def test_the_recorded_injected_nights(nights):
