@@ -167,15 +167,20 @@ def widened(nights: list[dict], copies: int) -> list[dict]:
 
 def log_spread(nights: list[dict], metric: str) -> dict[str, float]:
     """Robust night-to-night spread (1.4826 MAD of log values) of each recorded cell's nightly `metric`."""
-    import numpy as np
-
     series: dict[tuple, list[float]] = {}
     for night in nights:
         for row in night["rows"]:
             if row.get(metric) and row["status"] == "ok":
                 series.setdefault((row["format"], row["load"]), []).append(math.log(row[metric]))
-    return {f"{fmt}/c{load:g}": 1.4826 * float(np.median(np.abs(np.asarray(v) - np.median(v))))
-            for (fmt, load), v in sorted(series.items())}
+    return {f"{fmt}/c{load:g}": robust_spread(v) for (fmt, load), v in sorted(series.items())}
+
+
+def robust_spread(values: list[float]) -> float:
+    """1.4826 MAD: the standard deviation of normal values, unmoved by a few outliers."""
+    import numpy as np
+
+    v = np.asarray(values)
+    return 1.4826 * float(np.median(np.abs(v - np.median(v))))
 
 
 def noise_sources(nights: list[dict], metric: str) -> dict[str, dict[str, float]]:
@@ -185,10 +190,6 @@ def noise_sources(nights: list[dict], metric: str) -> dict[str, dict[str, float]
     a night cannot average away), and the spread of the cell relative to the night's control cell (what dividing
     by the control would leave). The control's own row is 0 there by construction."""
     import numpy as np
-
-    def mad(values: list[float]) -> float:
-        v = np.asarray(values)
-        return 1.4826 * float(np.median(np.abs(v - np.median(v))))
 
     pairs: dict[tuple, list[tuple[float, float, float]]] = {}
     for night in nights:
@@ -207,9 +208,10 @@ def noise_sources(nights: list[dict], metric: str) -> dict[str, dict[str, float]
         one, two, ctl = (list(v) for v in zip(*values, strict=True))
         dev_one, dev_two = np.asarray(one) - np.median(one), np.asarray(two) - np.median(two)
         out[f"{fmt}/c{load:g}"] = {
-            "one": mad(one), "mean_of_two": mad([(a + b) / 2 for a, b in zip(one, two, strict=True)]),
+            "one": robust_spread(one),
+            "mean_of_two": robust_spread([(a + b) / 2 for a, b in zip(one, two, strict=True)]),
             "r": float(np.corrcoef(dev_one, dev_two)[0, 1]),
-            "over_control": mad([a - c for a, c in zip(one, ctl, strict=True)])}
+            "over_control": robust_spread([a - c for a, c in zip(one, ctl, strict=True)])}
     return out
 
 
