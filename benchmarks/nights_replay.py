@@ -193,8 +193,7 @@ def noise_sources(nights: list[dict], metric: str) -> dict[str, dict[str, float]
 
     pairs: dict[tuple, list[tuple[float, float, float]]] = {}
     for night in nights:
-        control = control_cell_of(night)
-        ctl = next((r for r in night["rows"] if all(r[k] == control[k] for k in control)), None)
+        ctl = control_row(night["rows"], control_cell_of(night))
         for row in night["rows"]:
             again = next((m["row"] for m in night["remeasured"] if m["role"] == "suspect"
                           and (m["row"]["format"], m["row"]["load"]) == (row["format"], row["load"])), None)
@@ -206,11 +205,10 @@ def noise_sources(nights: list[dict], metric: str) -> dict[str, dict[str, float]
     out = {}
     for (fmt, load), values in sorted(pairs.items()):
         one, two, ctl = (list(v) for v in zip(*values, strict=True))
-        dev_one, dev_two = np.asarray(one) - np.median(one), np.asarray(two) - np.median(two)
         out[f"{fmt}/c{load:g}"] = {
             "one": robust_spread(one),
             "mean_of_two": robust_spread([(a + b) / 2 for a, b in zip(one, two, strict=True)]),
-            "r": float(np.corrcoef(dev_one, dev_two)[0, 1]),
+            "r": float(np.corrcoef(one, two)[0, 1]),
             "over_control": robust_spread([a - c for a, c in zip(one, ctl, strict=True)])}
     return out
 
