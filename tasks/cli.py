@@ -24,7 +24,6 @@ import argparse
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tasks.errors import ConfigError, ServingEvalError
+from tasks.interrupts import stop_on_signals
 from tasks.proctree import create_time_of, terminate_tree
 from tasks.runtimes import REPO_ROOT
 
@@ -81,10 +81,6 @@ def run_child(argv: list[str], env: dict[str, str], grace_s: float = CHILD_GRACE
         raise
     finally:
         terminate_tree(proc.pid, proc.pid, created, grace_s, reap=proc.poll)
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def migrate_db(env: dict[str, str]) -> None:
@@ -541,17 +537,15 @@ def main(argv: list[str] | None = None) -> int:
     af.set_defaults(func=cmd_airflow)
     add_store_commands(sub)
     args = parser.parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM unwinds like Ctrl-C: clean-ups run
-    try:
-        return args.func(args)
-    except ServingEvalError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
-    except KeyboardInterrupt:
-        print("interrupted: every process this command started was stopped", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with stop_on_signals():  # SIGTERM unwinds like Ctrl-C: clean-ups run
+        try:
+            return args.func(args)
+        except ServingEvalError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_REFUSED
+        except KeyboardInterrupt:
+            print("interrupted: every process this command started was stopped", file=sys.stderr)
+            return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tasks import interrupts
 from tasks.config import RunConfig
 from tasks.convert import ConversionSkipped, convert
 from tasks.errors import ConfigError, ServingEvalError
@@ -339,10 +340,14 @@ def run_pipeline(params: dict, *, run_id: str, logical_date: str, conn: Connecti
         started = start_run(params, run_id=run_id, logical_date=logical_date, conn=conn)
         config = RunConfig.from_params(started["config"])
         converted = [convert_in_run(c, started, conn) for c in started["conversions"]]
-        measured = [measure_session(s, converted, started["run"], config) for s in started["sessions"]]
+        measured = []
+        for session in started["sessions"]:
+            interrupts.check()  # a stop whose KeyboardInterrupt was lost must not reach the publish step
+            measured.append(measure_session(session, converted, started["run"], config))
         collected = collect_results(started, measured)
         validation = validate_step(started, collected, converted)
         regressions = confirm_step(started, converted, regress_step(started, collected, converted, conn))
+        interrupts.check()
         return publish_step(started, collected, converted, validation, conn, regressions), collected["rows"]
     finally:
         sweep_leftovers(run_id)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from tasks import interrupts
 from tasks.errors import LoadTestError
 from tasks.loadgen.engine import arrival_schedule_ns
 from tasks.loadgen.measurement import Measurement, ServerCounts, summarize
@@ -83,6 +84,7 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
         if arrival not in ARRIVALS:
             raise LoadTestError(f"arrival={arrival!r}: must be one of {list(ARRIVALS)}")
         settings = replace(settings, arrival=arrival)
+    interrupts.check()
     check_reachable(endpoint)
     workdir.mkdir(parents=True, exist_ok=True)
     job = workdir / "job.json"
@@ -104,6 +106,7 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(workdir / f"worker{index}.log", "wb"),
                 text=True, preexec_fn=lambda a=affinity: _prepare_worker(a),
             ))
+        interrupts.check()  # a stop requested while the workers forked is lost by the fork hooks (tasks.interrupts)
         for index, proc in enumerate(procs):
             _await_ready(proc, index, workdir)
         start_ns = time.monotonic_ns() + START_LEAD_NS
@@ -119,10 +122,9 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
             readers[-1].start()
         deadline = time.monotonic() + limit_s
         for index, proc in enumerate(procs):
-            try:
-                code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired as exc:
-                raise LoadTestError(f"load generator worker {index}: ran past its bound of {limit_s:.0f} s") from exc
+            code = _wait_bounded(proc, deadline)
+            if code is None:
+                raise LoadTestError(f"load generator worker {index}: ran past its bound of {limit_s:.0f} s")
             if code != 0:
                 raise LoadTestError(f"load generator worker {index} failed (exit {code}):\n"
                                     f"{_tail(workdir / f'worker{index}.log')}")
@@ -141,6 +143,17 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     server = scraper.counts(recording) if scraper is not None else None
     latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
     return summarize(recording, settings, latency_from=latency_from, server=server), workdir / "recording.npz"
+
+
+def _wait_bounded(proc: subprocess.Popen, deadline: float, slice_s: float = 0.5) -> int | None:
+    """The worker's exit code, or None at `deadline`; a requested stop is re-raised between slices."""
+    while True:
+        interrupts.check()
+        try:
+            return proc.wait(timeout=max(0.01, min(slice_s, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                return None
 
 
 def _prepare_worker(affinity: tuple[int, ...]) -> None:

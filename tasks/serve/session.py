@@ -18,6 +18,7 @@ from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tasks import interrupts
 from tasks.convert import Artifact
 from tasks.errors import ServerStartError
 from tasks.serve.base import Endpoint, Server
@@ -163,6 +164,7 @@ def ready_poll_interval(waited_s: float) -> float:
 def _wait_ready(server: Server, endpoint: Endpoint, launcher: Launcher, handle: LaunchHandle, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        interrupts.check()
         code = launcher.exit_code(handle)
         if code is not None:
             raise ServerStartError(

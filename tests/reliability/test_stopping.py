@@ -82,7 +82,7 @@ def test_sigterm_on_a_cli_run_stops_its_server_and_exits_130(embedded_s3, bucket
         assert any("app.py" in " ".join(p.cmdline()) for p in everything if p.is_running())  # the server is up
         cli.send_signal(signal.SIGTERM)
         _, err = cli.communicate(timeout=60)
-        assert cli.returncode == 130 and "interrupted" in err
+        assert cli.returncode == 130 and "interrupted" in err, f"exit {cli.returncode}:\n{err[-3000:]}"
         assert _alive(everything) == []
     finally:
         if cli.poll() is None:
