@@ -142,6 +142,34 @@ def tail_slower(fraction: float) -> dict[str, float]:
     return {"latency_ms_p99": 1 + fraction}
 
 
+def mean_of_two_sessions(nights: list[dict]) -> list[dict]:
+    """Nights as a nightly that measured every cell in two sessions and published their mean would have seen
+    them: each nightly row's figures become the geometric mean of the row and the night's fresh re-measurement
+    of the same cell, minutes later (`remeasured`, role "suspect"). Nothing is left to confirm with, so the
+    nights come without re-measurements: judge them with `confirm=False`. Rows not re-measured are dropped."""
+    out = []
+    for night in nights:
+        rows = []
+        for row in night["rows"]:
+            again = next((m["row"] for m in night["remeasured"] if m["role"] == "suspect"
+                          and all(m["row"][k] == row[k] for k in ("model", "format", "load"))), None)
+            if again is None:
+                continue
+            mean = dict(row)
+            for metric in ("throughput_rps", "throughput_sps", "startup_s", *LATENCY_METRICS):
+                if row.get(metric) and again.get(metric):
+                    mean[metric] = math.sqrt(row[metric] * again[metric])
+            if row.get("requests") is not None and again.get("requests") is not None:  # errors pool over both
+                mean["requests"] = row["requests"] + again["requests"]
+                mean["errors"] = (row.get("errors") or 0) + (again.get("errors") or 0)
+                mean["error_rate"] = mean["errors"] / mean["requests"] if mean["requests"] else 0.0
+            if again["status"] != "ok":
+                mean["status"] = again["status"]
+            rows.append(mean)
+        out.append({**night, "rows": rows, "remeasured": []})
+    return out
+
+
 def widened(nights: list[dict], copies: int) -> list[dict]:
     """Suites of `copies` x the recorded cells: copy j of every cell takes its values (nightly and re-measured,
     from the same night) from night (i + j * offset) of the series, so each copy is a real-noise series of its

@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     judge_p = sub.add_parser("judge", help="judge the recorded nights (default)")
     judge_p.add_argument("--data", default=str(DEFAULT_DATA))
     judge_p.add_argument("--real-only", action="store_true", help="skip the synthetic comparison (minutes)")
+    judge_p.add_argument("--mean-of-two", action="store_true",
+                         help="also judge the nights as if each cell's figure were the mean of its two sessions")
     judge_p.set_defaults(func=judge)
     args = parser.parse_args(argv)
     if args.command is None:
@@ -236,17 +238,29 @@ def _rate(hits: int, total: int) -> str:
     return f"{hits}/{total} ({100 * hits / total:.0f} %)" if total else "0/0"
 
 
-def aa_figures(title: str, nights: list[dict], min_history: int) -> None:
+def history_bands(n: int, min_history: int) -> dict[str, list[int]]:
+    """The nights judged with 3-7 and with 8+ earlier nights (indices into the series)."""
+    return {"3-7 earlier nights": list(range(min_history, min(8, n))), "8+ earlier nights": list(range(8, n))}
+
+
+def aa_figures(title: str, nights: list[dict], min_history: int, confirm: bool = True) -> None:
     from benchmarks.nights_replay import alarms, replay
     from tasks.regress import ALPHA_NIGHT
 
+    if not confirm:  # nights without re-measurements: only the unconfirmed mode applies
+        judged = replay(nights, confirm=False)
+        per_night = max(len([r for r in j["records"] if r.get("p_value") is not None]) for j in judged)
+        print(f"{title}: {per_night} tests a night")
+        for band, idx in history_bands(len(nights), min_history).items():
+            loud = [i for i in idx if alarms(judged[i])]
+            print(f"  {band}: nights with an alarm (Holm at {100 * ALPHA_NIGHT:.0f} %, no confirmation) "
+                  f"{_rate(len(loud), len(idx))}" + (f" ({[nights[i]['run_id'] for i in loud]})" if loud else ""))
+        return
     confirmed, unconfirmed_mode = replay(nights), replay(nights, confirm=False)
     ungated = replay(nights, neighbour_max_pct=100.0)
-    bands = {"3-7 earlier nights": range(min_history, 8), "8+ earlier nights": range(8, len(nights))}
     per_night = max(len([r for r in c["records"] if r.get("p_value") is not None]) for c in confirmed)
     print(f"{title}: {per_night} tests a night")
-    for band, idx in bands.items():
-        idx = [i for i in idx if i < len(nights)]
+    for band, idx in history_bands(len(nights), min_history).items():
         loud = [i for i in idx if alarms(confirmed[i])]
         suspects = sum(any(r.get("confirmation") for r in confirmed[i]["records"]) for i in idx)
         busy = sum(any((r.get("confirmation") or {}).get("outcome") == "host_busy" for r in confirmed[i]["records"])
@@ -261,7 +275,7 @@ def aa_figures(title: str, nights: list[dict], min_history: int) -> None:
 
 
 def step_figures(title: str, nights: list[dict], factors: dict, metric: str, min_history: int,
-                 cells: list[tuple], every: int = 1) -> None:
+                 cells: list[tuple], every: int = 1, confirm: bool = True) -> None:
     """A step applied (from night s on) to one cell of the real A/A series; found within WITHIN_NIGHTS nights?"""
     from benchmarks.nights_replay import replay, scaled
 
@@ -275,7 +289,7 @@ def step_figures(title: str, nights: list[dict], factors: dict, metric: str, min
                 return (row["model"], row["format"], row["load"]) == cell
 
             trial = nights[:start] + [scaled(n, pick, factors, "+step") for n in nights[start:start + WITHIN_NIGHTS]]
-            judged = replay(trial, cache=cache)[start:]
+            judged = replay(trial, cache=cache, confirm=confirm)[start:]
             hit = [any(r["verdict"] == "regression" and r["metric"] == metric and pick(r) for r in j["records"])
                    for j in judged]
             others += sum(any(r["verdict"] == "regression" and not pick(r) for r in j["records"]) for j in judged)
@@ -300,6 +314,7 @@ def judge(args: argparse.Namespace) -> int:
     from benchmarks.nights_replay import (
         alarms,
         log_spread,
+        mean_of_two_sessions,
         noise_sources,
         read_nights,
         replay,
@@ -338,6 +353,20 @@ def judge(args: argparse.Namespace) -> int:
         step_figures(f"  {label}, {len(cells)}-cell suite", aa, factors, metric, MIN_HISTORY, cells)
         step_figures(f"  {label}, {len(cells) * SUITE_COPIES}-cell suite", suite, factors, metric, MIN_HISTORY,
                      cells)
+    if args.mean_of_two:
+        mean = mean_of_two_sessions(aa)
+        mean_suite = widened(mean, SUITE_COPIES)
+        print("\nIf the nightly measured every cell in two sessions and judged their mean (the night's session and "
+              "its re-measurement minutes later; no third session to confirm with, so Holm alone decides)")
+        aa_figures(f"  the recorded suite ({len(cells)} cells)", mean, MIN_HISTORY, confirm=False)
+        aa_figures(f"  suites of {len(cells) * SUITE_COPIES} cells", mean_suite, MIN_HISTORY, confirm=False)
+        for label, factors, metric in ((f"throughput -{100 * STEP:.0f} %", slower(STEP), "throughput_rps"),
+                                       (f"p99 +{100 * STEP:.0f} % (tail only)", tail_slower(STEP),
+                                        "latency_ms_p99")):
+            step_figures(f"  {label}, {len(cells)}-cell suite", mean, factors, metric, MIN_HISTORY, cells,
+                         confirm=False)
+            step_figures(f"  {label}, {len(cells) * SUITE_COPIES}-cell suite", mean_suite, factors, metric,
+                         MIN_HISTORY, cells, confirm=False)
     for cv, tail in () if args.real_only else SYNTHETIC_CVS:
         syn = synthetic_nights(2026, SYNTHETIC_NIGHTS, cv, tail_cv_factor=tail)
         syn_cells = sorted({(r["model"], r["format"], r["load"]) for r in syn[0]["rows"]})

@@ -9,7 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.nights_replay import alarms, noise_sources, read_nights, replay, scaled, slower, widened
+from benchmarks.nights_replay import (
+    alarms,
+    mean_of_two_sessions,
+    noise_sources,
+    read_nights,
+    replay,
+    scaled,
+    slower,
+    widened,
+)
 from tasks.confirm import confirm_records, decide, remeasure_order
 from tasks.noise import PRIOR_DF, pooled_noise, row_se
 from tasks.regress import (
@@ -109,6 +118,21 @@ def test_noise_sources_split_a_cells_spread(aa):
     for name, s in noise_sources(echoed, "throughput_rps").items():
         assert s["mean_of_two"] == pytest.approx(s["one"]), name
         assert s["r"] == pytest.approx(1.0), name
+
+
+def test_mean_of_two_sessions_judges_each_cells_two_sessions_together(aa):
+    mean = mean_of_two_sessions(aa)
+    for night, merged in zip(aa, mean, strict=True):
+        assert merged["remeasured"] == [] and len(merged["rows"]) == len(night["rows"])
+        for row, m in zip(night["rows"], merged["rows"], strict=True):
+            again = next(x["row"] for x in night["remeasured"] if x["role"] == "suspect"
+                         and (x["row"]["format"], x["row"]["load"]) == (row["format"], row["load"]))
+            assert m["throughput_rps"] == pytest.approx(math.sqrt(row["throughput_rps"] * again["throughput_rps"]))
+            assert min(row["latency_ms_p99"], again["latency_ms_p99"]) <= m["latency_ms_p99"] \
+                <= max(row["latency_ms_p99"], again["latency_ms_p99"])
+            assert m["requests"] == row["requests"] + again["requests"]
+    # Without confirmation the pipeline's check still runs on them, night after night.
+    assert len(replay(mean, confirm=False)) == len(aa)
 
 
 def test_the_recorded_injected_nights(nights):
