@@ -30,8 +30,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tasks import interrupts
 from tasks.errors import ConfigError, ServingEvalError
-from tasks.interrupts import stop_on_signals
 from tasks.proctree import create_time_of, terminate_tree
 from tasks.runtimes import REPO_ROOT
 
@@ -75,7 +75,7 @@ def run_child(argv: list[str], env: dict[str, str], grace_s: float = CHILD_GRACE
     proc = subprocess.Popen(argv, env=env, start_new_session=True, **popen_kwargs)
     created = create_time_of(proc.pid)
     try:
-        return proc.wait()
+        return interrupts.wait(proc)
     except KeyboardInterrupt:
         print(f"\nstopping {Path(argv[0]).name} (pid {proc.pid}) and every process it started ...", flush=True)
         raise
@@ -537,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     af.set_defaults(func=cmd_airflow)
     add_store_commands(sub)
     args = parser.parse_args(argv)
-    with stop_on_signals():  # SIGTERM unwinds like Ctrl-C: clean-ups run
+    with interrupts.stop_on_signals():  # SIGTERM unwinds like Ctrl-C: clean-ups run
         try:
             return args.func(args)
         except ServingEvalError as exc:

@@ -14,6 +14,8 @@ it again. Where no handler is installed (a task inside Airflow, whose own superv
 from __future__ import annotations
 
 import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -49,3 +51,16 @@ def check() -> None:
     Call it on the way forward, never from clean-up code: clean-ups must run to the end."""
     if _received is not None:
         raise KeyboardInterrupt(f"signal {_received} (stop requested)")
+
+
+def wait(proc: subprocess.Popen, deadline: float | None = None, slice_s: float = 0.5) -> int | None:
+    """`proc`'s exit code, or None at `deadline` (time.monotonic(); None: no limit). A requested stop is raised
+    between slices of the wait, so a lost interrupt ends it within `slice_s`."""
+    while True:
+        check()
+        timeout = slice_s if deadline is None else max(0.01, min(slice_s, deadline - time.monotonic()))
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None

@@ -15,7 +15,6 @@ import time
 import pytest
 
 from tasks import interrupts
-from tasks.loadgen.run import _wait_bounded
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -48,27 +47,27 @@ def test_without_the_handler_check_never_raises():
     assert not interrupts.stop_requested()
 
 
-def test_a_load_points_wait_for_its_workers_ends_on_a_lost_stop():
+def test_waiting_for_a_child_ends_on_a_lost_stop():
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         with interrupts.stop_on_signals():
             lose_a_sigterm()
             started = time.monotonic()
             with pytest.raises(KeyboardInterrupt):
-                _wait_bounded(worker, deadline=time.monotonic() + 30)
-            assert time.monotonic() - started < 5  # not after the worker's 30 s
+                interrupts.wait(worker)  # no deadline: as `tasks.cli airflow` waits for Airflow
+            assert time.monotonic() - started < 5  # not after the child's 30 s
     finally:
         worker.kill()
         worker.wait()
 
 
-def test_a_load_points_wait_returns_the_exit_code_or_none_at_the_deadline():
+def test_waiting_for_a_child_returns_its_exit_code_or_none_at_the_deadline():
     done = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
-    assert _wait_bounded(done, deadline=time.monotonic() + 30) == 3
+    assert interrupts.wait(done, deadline=time.monotonic() + 30) == 3
     slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         started = time.monotonic()
-        assert _wait_bounded(slow, deadline=time.monotonic() + 1.0) is None
+        assert interrupts.wait(slow, deadline=time.monotonic() + 1.0) is None
         assert 0.9 < time.monotonic() - started < 5
     finally:
         slow.kill()

@@ -122,7 +122,7 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
             readers[-1].start()
         deadline = time.monotonic() + limit_s
         for index, proc in enumerate(procs):
-            code = _wait_bounded(proc, deadline)
+            code = interrupts.wait(proc, deadline)
             if code is None:
                 raise LoadTestError(f"load generator worker {index}: ran past its bound of {limit_s:.0f} s")
             if code != 0:
@@ -143,17 +143,6 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     server = scraper.counts(recording) if scraper is not None else None
     latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
     return summarize(recording, settings, latency_from=latency_from, server=server), workdir / "recording.npz"
-
-
-def _wait_bounded(proc: subprocess.Popen, deadline: float, slice_s: float = 0.5) -> int | None:
-    """The worker's exit code, or None at `deadline`; a requested stop is re-raised between slices."""
-    while True:
-        interrupts.check()
-        try:
-            return proc.wait(timeout=max(0.01, min(slice_s, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            if time.monotonic() >= deadline:
-                return None
 
 
 def _prepare_worker(affinity: tuple[int, ...]) -> None:
