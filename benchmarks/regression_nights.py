@@ -247,29 +247,25 @@ def aa_figures(title: str, nights: list[dict], min_history: int, confirm: bool =
     from benchmarks.nights_replay import alarms, replay
     from tasks.regress import ALPHA_NIGHT
 
-    if not confirm:  # nights without re-measurements: only the unconfirmed mode applies
-        judged = replay(nights, confirm=False)
-        per_night = max(len([r for r in j["records"] if r.get("p_value") is not None]) for j in judged)
-        print(f"{title}: {per_night} tests a night")
-        for band, idx in history_bands(len(nights), min_history).items():
-            loud = [i for i in idx if alarms(judged[i])]
-            print(f"  {band}: nights with an alarm (Holm at {100 * ALPHA_NIGHT:.0f} %, no confirmation) "
-                  f"{_rate(len(loud), len(idx))}" + (f" ({[nights[i]['run_id'] for i in loud]})" if loud else ""))
-        return
-    confirmed, unconfirmed_mode = replay(nights), replay(nights, confirm=False)
-    ungated = replay(nights, neighbour_max_pct=100.0)
-    per_night = max(len([r for r in c["records"] if r.get("p_value") is not None]) for c in confirmed)
+    judged = replay(nights, confirm=confirm)  # confirm=False: nights without re-measurements, Holm alone
+    per_night = max(len([r for r in j["records"] if r.get("p_value") is not None]) for j in judged)
     print(f"{title}: {per_night} tests a night")
+    if confirm:
+        unconfirmed_mode, ungated = replay(nights, confirm=False), replay(nights, neighbour_max_pct=100.0)
     for band, idx in history_bands(len(nights), min_history).items():
-        loud = [i for i in idx if alarms(confirmed[i])]
-        suspects = sum(any(r.get("confirmation") for r in confirmed[i]["records"]) for i in idx)
-        busy = sum(any((r.get("confirmation") or {}).get("outcome") == "host_busy" for r in confirmed[i]["records"])
+        loud = [i for i in idx if alarms(judged[i])]
+        named = f" ({[nights[i]['run_id'] for i in loud]})" if loud else ""
+        if not confirm:
+            print(f"  {band}: nights with an alarm (Holm at {100 * ALPHA_NIGHT:.0f} %, no confirmation) "
+                  f"{_rate(len(loud), len(idx))}{named}")
+            continue
+        suspects = sum(any(r.get("confirmation") for r in judged[i]["records"]) for i in idx)
+        busy = sum(any((r.get("confirmation") or {}).get("outcome") == "host_busy" for r in judged[i]["records"])
                    for i in idx)
         without = sum(bool(alarms(unconfirmed_mode[i])) for i in idx)
         gate_off = sum(bool(alarms(ungated[i])) for i in idx)
-        print(f"  {band}: nights with an alarm {_rate(len(loud), len(idx))}"
-              + (f" ({[nights[i]['run_id'] for i in loud]})" if loud else "")
-              + f"; with a suspect re-measured {_rate(suspects, len(idx))} (host busy in {busy}); "
+        print(f"  {band}: nights with an alarm {_rate(len(loud), len(idx))}{named}"
+              f"; with a suspect re-measured {_rate(suspects, len(idx))} (host busy in {busy}); "
               f"alarms with the busy-host gate off {_rate(gate_off, len(idx))}; "
               f"without confirmation (Holm at {100 * ALPHA_NIGHT:.0f} %) {_rate(without, len(idx))}")
 
