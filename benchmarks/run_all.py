@@ -22,6 +22,10 @@ BENCHMARKS = (
      ["startup_resolution.py"]),
     ("regression alerts on the recorded real nights (record new ones: regression_nights.py record)",
      ["regression_nights.py", "judge"]),
+    ("how noisy this host is within the hour, on the recorded sessions (record new ones: host_noise.py record)",
+     ["host_noise.py", "analyse"]),
+    ("... the same, on the noisier half-hour recorded before it", ["host_noise.py", "analyse", "--data",
+                                                                   str(HERE / "data" / "host_noise_1438utc.csv")]),
 )
 LIMIT_S = 3600
 
