@@ -89,13 +89,7 @@ def read_sessions(path: Path) -> list[dict]:
                 for row in csv.DictReader(f)]
 
 
-def robust_spread(values) -> float:
-    from benchmarks.nights_replay import robust_spread as spread
-
-    return spread(list(values))
-
-
-def autocorrelation(values: list[float], lag: int, other: list[float] | None = None) -> float:
+def lagged_correlation(values: list[float], lag: int, other: list[float] | None = None) -> float:
     """Pearson correlation of the series with itself `lag` steps later, or with `other` (same length) `lag`
     steps later; nan when fewer than 5 pairs."""
     import numpy as np
@@ -126,6 +120,8 @@ def with_neighbours(rows: list[dict], fmt: str, load: float, metric: str) -> lis
 
 
 def analyse(args: argparse.Namespace) -> int:
+    from benchmarks.nights_replay import robust_spread
+
     rows = read_sessions(Path(args.data))
     minutes = max(r["t_s"] for r in rows) / 60
     per_session_s = max(r["t_s"] for r in rows) / (max(r["session"] for r in rows) + 1)
@@ -148,11 +144,11 @@ def analyse(args: argparse.Namespace) -> int:
                 if len(series) < 3 or not one:
                     print(f"  {fmt}/c{load:g}: too few sessions ({len(series)})")
                     continue
-                acf = ", ".join(f"{autocorrelation(series, lag):+.2f}" for lag in lags.values())
+                acf = ", ".join(f"{lagged_correlation(series, lag):+.2f}" for lag in lags.values())
                 two, four = robust_spread(means_of(series, 2)), robust_spread(means_of(series, 4))
                 pairs = with_neighbours(rows, fmt, load, metric)
                 ctl = robust_spread([a - b for a, b in pairs])
-                r = autocorrelation([a for a, _ in pairs], 0, [b for _, b in pairs])
+                r = lagged_correlation([a for a, _ in pairs], 0, [b for _, b in pairs])
                 print(f"  {fmt}/c{load:g}: {100 * one:.1f} % (n {len(series)}; a {100 * STEP:.0f} % step is "
                       f"{math.log(1 + STEP) / one:.1f} spreads) | {acf} | {100 * two:.1f} % / {100 * four:.1f} % | "
                       f"{100 * ctl:.1f} % (r {r:+.2f})")

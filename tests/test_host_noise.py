@@ -5,21 +5,21 @@ from __future__ import annotations
 import math
 import random
 
-from benchmarks.host_noise import DEFAULT_DATA, autocorrelation, main, means_of, with_neighbours
+from benchmarks.host_noise import DEFAULT_DATA, lagged_correlation, main, means_of, with_neighbours
 from benchmarks.nights_replay import robust_spread
 
 
-def test_autocorrelation_reads_how_long_a_spell_lasts():
+def test_lagged_correlation_reads_how_long_a_spell_lasts():
     rng = random.Random(7)
     spells, white, level = [], [], 0.0
     for _ in range(3000):
         level = 0.8 * level + rng.gauss(0, 1)  # AR(1): a spell decays by 0.8 a step
         spells.append(level)
         white.append(rng.gauss(0, 1))
-    assert abs(autocorrelation(spells, 1) - 0.8) < 0.05
-    assert abs(autocorrelation(spells, 3) - 0.8 ** 3) < 0.07
-    assert abs(autocorrelation(white, 1)) < 0.06
-    assert math.isnan(autocorrelation(spells[:5], 1))  # too few pairs to say
+    assert abs(lagged_correlation(spells, 1) - 0.8) < 0.05
+    assert abs(lagged_correlation(spells, 3) - 0.8 ** 3) < 0.07
+    assert abs(lagged_correlation(white, 1)) < 0.06
+    assert math.isnan(lagged_correlation(spells[:5], 1))  # too few pairs to say
 
 
 def test_means_of_takes_consecutive_runs_and_drops_the_rest():
@@ -37,7 +37,7 @@ def test_dividing_by_the_neighbours_removes_what_the_two_stacks_share():
     raw = robust_spread([math.log(r["throughput_rps"]) for r in rows if r["format"] == "onnx"])
     pairs = with_neighbours(rows, "onnx", 4.0, "throughput_rps")
     assert len(pairs) == 199  # every ONNX session but the first, which has no session before it
-    assert autocorrelation([a for a, _ in pairs], 0, [b for _, b in pairs]) > 0.9
+    assert lagged_correlation([a for a, _ in pairs], 0, [b for _, b in pairs]) > 0.9
     left = [a - b for a, b in pairs]
     assert robust_spread(left) < raw / 3  # the shared state is gone: the stacks' own noise is left
 
