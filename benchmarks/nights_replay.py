@@ -142,6 +142,12 @@ def tail_slower(fraction: float) -> dict[str, float]:
     return {"latency_ms_p99": 1 + fraction}
 
 
+def remeasured_row(night: dict, row: dict) -> dict | None:
+    """The night's fresh re-measurement of `row`'s cell (role "suspect"), minutes after the nightly one."""
+    return next((m["row"] for m in night["remeasured"] if m["role"] == "suspect"
+                 and all(m["row"][k] == row[k] for k in ("model", "format", "load"))), None)
+
+
 def mean_of_two_sessions(nights: list[dict]) -> list[dict]:
     """Nights as a nightly that measured every cell in two sessions and published their mean would have seen
     them: each nightly row's figures become the geometric mean of the row and the night's fresh re-measurement
@@ -151,8 +157,7 @@ def mean_of_two_sessions(nights: list[dict]) -> list[dict]:
     for night in nights:
         rows = []
         for row in night["rows"]:
-            again = next((m["row"] for m in night["remeasured"] if m["role"] == "suspect"
-                          and all(m["row"][k] == row[k] for k in ("model", "format", "load"))), None)
+            again = remeasured_row(night, row)
             if again is None:
                 continue
             mean = dict(row)
@@ -223,8 +228,7 @@ def noise_sources(nights: list[dict], metric: str) -> dict[str, dict[str, float]
     for night in nights:
         ctl = control_row(night["rows"], control_cell_of(night))
         for row in night["rows"]:
-            again = next((m["row"] for m in night["remeasured"] if m["role"] == "suspect"
-                          and (m["row"]["format"], m["row"]["load"]) == (row["format"], row["load"])), None)
+            again = remeasured_row(night, row)
             if (row["status"] != "ok" or not row.get(metric) or again is None or not again.get(metric)
                     or ctl is None or not ctl.get(metric)):
                 continue
