@@ -28,7 +28,7 @@ CACHE_SPEEDUP_GOAL = 10.0
 
 def timed_convert(model: str, fmt: str):
     from tasks.convert import convert
-    from tasks.spec import load_spec
+    from tasks.core.spec import load_spec
 
     started = time.perf_counter()
     artifact = convert(load_spec(model), fmt, log=lambda _: None)
@@ -55,7 +55,7 @@ def main() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tasks.runtimes import ensure_runtime
+    from tasks.runtimes.venvs import ensure_runtime
 
     for runtime in ("convert-torch", "convert-tf"):
         env = ensure_runtime(runtime, log=lambda _: None)

@@ -20,17 +20,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tasks.embedded_s3 import start_embedded_s3  # noqa: E402
+from tasks.core.spec import load_spec  # noqa: E402
 from tasks.pipeline import run_pipeline  # noqa: E402
-from tasks.spec import load_spec  # noqa: E402
+from tasks.store.embedded_s3 import start_embedded_s3  # noqa: E402
 
 
 def json_cost_ms(model: str, batch_size: int = 1, rounds: int = 20) -> dict:
     """What a Python stack does per request besides inference, for this model, timed here: read the KServe v2
     JSON request into arrays (json.loads + np.asarray, as the custom service does) and write the outputs as JSON
     (.tolist() + json.dumps); with the bodies' sizes."""
+    from tasks.core.spec import make_inputs
     from tasks.loadgen.protocols.kserve_v2_rest import KServeV2Rest
-    from tasks.spec import make_inputs
 
     spec = load_spec(model)
     request = KServeV2Rest("h", 1, model, make_inputs(spec, batch_size), {}).body()
@@ -56,7 +56,7 @@ def kserve_cost_ms(model: str, batch_size: int = 1) -> dict:
     the kserve runtime): what its pydantic models and FastAPI's encoder add per request."""
     import subprocess
 
-    from tasks.runtimes import ensure_runtime, runtime_env_vars
+    from tasks.runtimes.venvs import ensure_runtime, runtime_env_vars
 
     spec = load_spec(model)
     env = ensure_runtime("kserve")

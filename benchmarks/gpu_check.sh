@@ -15,7 +15,7 @@ import sys
 import time
 
 from tasks.convert import ConversionSkipped, convert
-from tasks.spec import load_spec
+from tasks.core.spec import load_spec
 
 model = sys.argv[1]
 failed = False

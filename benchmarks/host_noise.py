@@ -7,8 +7,8 @@ night's figure moves by about 3 % or less when nothing changed.
 
 `record` alternates fresh server sessions of the MLP on the custom service, ONNX then TorchScript, each
 measuring closed loop at concurrency 1 and 4 at the nightly suite's points (8 s, 2 s warm-up, 1 s windows),
-through the confirmation step's own `tasks.confirm.remeasure`, for `--minutes`; one CSV row per cell and session
-with its time, and the CPU other work used meanwhile (`tasks.hostload`).
+through the confirmation step's own `tasks.regress.confirm.remeasure`, for `--minutes`; one CSV row per cell and session
+with its time, and the CPU other work used meanwhile (`tasks.measure.hostload`).
 
 `analyse` prints, per cell, the spread of the sessions over the recording (1.4826 MAD of the log, as the
 nights' benchmark), the autocorrelation of their deviations by lag in minutes (how long a slow spell lasts),
@@ -42,10 +42,10 @@ STEP = 0.10
 
 def record(args: argparse.Namespace) -> int:
     from benchmarks.regression_nights import night_conf
-    from tasks.config import RunConfig
-    from tasks.confirm import CELL_FIELDS, remeasure, remeasure_order
-    from tasks.embedded_s3 import start_embedded_s3
     from tasks.pipeline import cleanup_run_dir, convert_in_run, start_run, sweep_leftovers
+    from tasks.plan.config import RunConfig
+    from tasks.regress.confirm import CELL_FIELDS, remeasure, remeasure_order
+    from tasks.store.embedded_s3 import start_embedded_s3
 
     conf = night_conf("noise", args.duration_s, args.warmup_s, args.window_s)
     config = RunConfig.from_params(conf)

@@ -13,8 +13,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from tasks.confirm import NEIGHBOUR_MAX_PCT, confirm_records, is_suspect
-from tasks.control import (
+from tasks.plan.control import (
     CONTROL_CONCURRENCY,
     CONTROL_MATCH,
     DEFAULT_CONTROL_CELL,
@@ -22,8 +21,9 @@ from tasks.control import (
     control_summary,
     parse_control,
 )
-from tasks.regress import ALPHA_NIGHT, ALPHA_SUSPECT, detect_regressions, verdict_pairs
-from tasks.regress_run import count_verdicts
+from tasks.regress.check import count_verdicts
+from tasks.regress.confirm import NEIGHBOUR_MAX_PCT, confirm_records, is_suspect
+from tasks.regress.detect import ALPHA_NIGHT, ALPHA_SUSPECT, detect_regressions, verdict_pairs
 
 INT_COLUMNS = ("night", "round", "batch_size", "cpu_count", "windows", "requests", "errors")
 TEXT_COLUMNS = ("kind", "logical_date", "run_id", "phase", "role", "model", "format", "server", "launcher", "device",

@@ -32,8 +32,8 @@ def measure_round(launcher_name: str, server_name: str, artifact, spec, budget, 
     from tasks.loadgen.resources import sampler_for
     from tasks.loadgen.run import run_load_point
     from tasks.loadgen.settings import LoadSettings
-    from tasks.serve.base import ServingOptions
     from tasks.serve.launchers import get_launcher
+    from tasks.serve.options import ServingOptions
     from tasks.serve.servers import get_server
     from tasks.serve.session import server_session
 
@@ -63,12 +63,12 @@ def main() -> int:
     args = parser.parse_args()
 
     from tasks.convert import convert
-    from tasks.docker_engine import engine_for_a_while
-    from tasks.images import ensure_image
-    from tasks.runtimes import ensure_runtime
+    from tasks.core.spec import load_spec
+    from tasks.runtimes.docker_engine import engine_for_a_while
+    from tasks.runtimes.images import ensure_image
+    from tasks.runtimes.venvs import ensure_runtime
     from tasks.serve.budget import format_cpu_set, plan_budget
     from tasks.serve.servers import get_server
-    from tasks.spec import load_spec
 
     spec = load_spec("mlp")
     artifact = convert(spec, args.format, log=lambda _: None)

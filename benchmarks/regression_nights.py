@@ -6,7 +6,7 @@
 `record` runs N real nights of the MLP on the custom service (ONNX and TorchScript, closed loop at
 concurrency 1 and 4) through `tasks.pipeline.run_pipeline` against an embedded (moto) S3, each night a day
 apart in logical date; after each night it re-measures every cell the way the confirmation step does
-(`tasks.confirm.remeasure`: fresh sessions, the control cell before, between and after), so that any night's
+(`tasks.regress.confirm.remeasure`: fresh sessions, the control cell before, between and after), so that any night's
 suspect can be confirmed offline. Nights are of four kinds (`--schedule`):
 
 - `aa`: nothing changed;
@@ -15,11 +15,11 @@ suspect can be confirmed offline. Nights are of four kinds (`--schedule`):
 - `blip`: a one-off: the same thread spinning all the time, during the night's measurement only;
 - `host`: the host got slower: a neighbour process (not ours) spinning on the server's core for the whole
   night (every stack, the control included).
-Each row records `neighbour_cpu_pct`: the CPU other work used on the host meanwhile (`tasks.hostload`; for
+Each row records `neighbour_cpu_pct`: the CPU other work used on the host meanwhile (`tasks.measure.hostload`; for
 the nightly rows over the whole night's pipeline, for the re-measured rows over their session).
 
-`judge` replays the recorded nights through the detector (`tasks.regress`) and the confirmation rule
-(`tasks.confirm`) exactly as the pipeline applies them night after night, and prints the false-alarm rate
+`judge` replays the recorded nights through the detector (`tasks.regress.detect`) and the confirmation rule
+(`tasks.regress.confirm`) exactly as the pipeline applies them night after night, and prints the false-alarm rate
 per night (real A/A nights; and suites of 36 cells x 10 metrics made of the recorded cells' real series,
 rotated), the detection rate of 10 % throughput and p99 steps applied to the real A/A nights, and what the
 real injected nights (step, blip, host) were judged. Figures, not pass/fail.
@@ -143,13 +143,13 @@ def csv_row(night: int, kind: str, logical: str, run_id: str, phase: str, rnd: i
 
 
 def record(args: argparse.Namespace) -> int:
-    from tasks.config import RunConfig
-    from tasks.confirm import remeasure, remeasure_order
-    from tasks.control import control_cell, control_row
-    from tasks.embedded_s3 import start_embedded_s3
-    from tasks.hostload import NeighbourProbe
+    from tasks.measure.hostload import NeighbourProbe
     from tasks.pipeline import cleanup_run_dir, convert_in_run, run_pipeline, start_run, sweep_leftovers
+    from tasks.plan.config import RunConfig
+    from tasks.plan.control import control_cell, control_row
+    from tasks.regress.confirm import remeasure, remeasure_order
     from tasks.serve.servers import SERVERS, register_server
+    from tasks.store.embedded_s3 import start_embedded_s3
 
     kinds = parse_schedule(args.schedule)
     original = SERVERS["custom"]
@@ -245,7 +245,7 @@ def history_bands(n: int, min_history: int) -> dict[str, list[int]]:
 
 def aa_figures(title: str, nights: list[dict], min_history: int, confirm: bool = True) -> None:
     from benchmarks.nights_replay import alarms, replay
-    from tasks.regress import ALPHA_NIGHT
+    from tasks.regress.detect import ALPHA_NIGHT
 
     judged = replay(nights, confirm=confirm)  # confirm=False: nights without re-measurements, Holm alone
     per_night = max(len([r for r in j["records"] if r.get("p_value") is not None]) for j in judged)
@@ -319,7 +319,7 @@ def judge(args: argparse.Namespace) -> int:
         tail_slower,
         widened,
     )
-    from tasks.regress import MIN_HISTORY
+    from tasks.regress.detect import MIN_HISTORY
 
     nights = read_nights(Path(args.data))
     aa = [n for n in nights if n["kind"] == "aa"]

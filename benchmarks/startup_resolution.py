@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tasks.convert import convert
-    from tasks.spec import load_spec
+    from tasks.core.spec import load_spec
 
     spec = load_spec("mlp")
     artifact = convert(spec, args.format, log=lambda _: None)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tasks.embedded_s3 import start_embedded_s3  # noqa: E402
 from tasks.pipeline import run_pipeline  # noqa: E402
+from tasks.store.embedded_s3 import start_embedded_s3  # noqa: E402
 
 STACKS = ["triton", "torchserve", "bentoml", "kserve", "custom"]
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         summary, rows = run_pipeline(conf, run_id=f"bench-tune-{args.model}", logical_date="2026-01-01T00:00:00+00:00",
                                      conn=s3.connection("bench"))
         store_tuning = []
-        from tasks.store import S3Store
+        from tasks.store.s3 import S3Store
 
         store = S3Store("bench", "tune", s3.connection("bench"))
         prefix = summary["prefix"]

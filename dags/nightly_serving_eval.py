@@ -3,7 +3,7 @@ it, validate the results and publish them to S3.
 
 Every night at 02:00 UTC, or from the trigger form. `plan` checks every input first (bad input fails it alone,
 before anything is converted or started) and spreads the server sessions over the run's measuring hosts (Param
-`hosts`). Each host has its own tasks, made at parse time from `SERVING_EVAL_HOSTS` (tasks/hosts.py): its
+`hosts`). Each host has its own tasks, made at parse time from `SERVING_EVAL_HOSTS` (tasks/plan/hosts.py): its
 `measure_<host>` task is mapped over that host's sessions (one server session each: start, all its load points,
 stop), in that host's Celery queue and one-slot pool `serving_eval_host_<host>`, so hosts measure side by side and
 no host ever runs two servers. Conversions and the other steps run on Airflow's default queue. Suspected
@@ -19,7 +19,9 @@ from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, get_current_context, setup, task, teardown
 
-from tasks.config import (
+from tasks.convert import FORMATS
+from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, STABLE_WINDOWS
+from tasks.plan.config import (
     ARRIVALS,
     CONCURRENCY_SWEEPS,
     LAUNCHERS,
@@ -32,13 +34,11 @@ from tasks.config import (
     model_names,
     server_names,
 )
-from tasks.convert import FORMATS
-from tasks.hosts import deployed_hosts
-from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, STABLE_WINDOWS
-from tasks.publish import PUBLISHED_RUNS_ASSET
-from tasks.serve.base import DEVICES, IMAGE_SOURCES
+from tasks.plan.hosts import deployed_hosts
+from tasks.plan.suites import SCHEDULED_SUITE, suite_names, suites_markdown
 from tasks.serve.budget import CPU_SET_PATTERN, MEMORY_PATTERN
-from tasks.suites import SCHEDULED_SUITE, suite_names, suites_markdown
+from tasks.serve.options import DEVICES, IMAGE_SOURCES
+from tasks.store.publish import PUBLISHED_RUNS_ASSET
 
 # A plain name, not an s3:// URI: an s3 URI makes Airflow load the Amazon provider (and boto3) at parse time.
 PUBLISHED_RUNS = Asset(name=PUBLISHED_RUNS_ASSET)
@@ -58,7 +58,7 @@ def suite_param(type_: str | list[str], **schema) -> Param:
 def _connection(conn_id: str):
     from airflow.sdk import Connection
 
-    from tasks.store import ConnectionFields
+    from tasks.store.s3 import ConnectionFields
 
     conn = Connection.get(conn_id)
     return ConnectionFields(conn_id, conn.login, conn.password, conn.extra_dejson)
@@ -196,8 +196,8 @@ def nightly_serving_eval():
     @task
     def plan(params=None, run_id=None, dag_run=None) -> dict:
         """Check every input (bad input fails here alone, naming the model and field) and expand the plan."""
-        from tasks.config import RunConfig
         from tasks.pipeline import start_run
+        from tasks.plan.config import RunConfig
 
         logical = (dag_run.logical_date or dag_run.run_after).isoformat()
         conn_id = RunConfig.from_params(dict(params)).aws_conn_id  # an empty Param: the suite's value or the default

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from airflow.sdk import Asset, Param, dag, task
 
-from tasks.publish import PUBLISHED_RUNS_ASSET
+from tasks.store.publish import PUBLISHED_RUNS_ASSET
 
 PUBLISHED_RUNS = Asset(name=PUBLISHED_RUNS_ASSET)
 
@@ -46,8 +46,8 @@ def serving_eval_digest():
     def write(location: dict) -> dict:
         from airflow.sdk import Connection
 
-        from tasks.digest import write_digest
-        from tasks.store import ConnectionFields, S3Store
+        from tasks.report.digest import write_digest
+        from tasks.store.s3 import ConnectionFields, S3Store
 
         conn = Connection.get(location["aws_conn_id"])
         store = S3Store(location["bucket"], location["prefix"],

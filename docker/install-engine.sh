@@ -3,7 +3,7 @@
 #   docker.io    dockerd with containerd, runc and docker-init (about 12 s)
 #   debootstrap  makes the project's Debian base image without any container registry (docker/base/build-base.sh)
 # Needs root (or sudo) and the distribution's package mirror. `make engine` and .ci/run run it; starting and
-# stopping the engine is tasks/docker_engine.py's job.
+# stopping the engine is tasks/runtimes/docker_engine.py's job.
 set -euo pipefail
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)

@@ -32,9 +32,9 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tasks.errors import StoreError
-from tasks.run_index import ReportNotFound, list_runs, read_report, render_run_list
-from tasks.store import ConnectionFields, S3Store
+from tasks.core.errors import StoreError
+from tasks.report.run_index import ReportNotFound, list_runs, read_report, render_run_list
+from tasks.store.s3 import ConnectionFields, S3Store
 
 URL_PREFIX = "/serving-eval"
 URL_ROUTE = "serving-eval"  # the UI shows the page at /plugin/serving-eval
@@ -48,7 +48,7 @@ PAGE_HEADERS = {
 
 
 def default_store() -> S3Store:
-    from tasks.store import connection_from_env
+    from tasks.store.s3 import connection_from_env
 
     conn_id = os.environ.get("SERVING_EVAL_REPORTS_CONN_ID", "serving_eval_s3")
     conn = connection_from_env(conn_id)

@@ -14,21 +14,21 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tasks import interrupts
-from tasks.config import RunConfig
 from tasks.convert import ConversionSkipped, convert
-from tasks.errors import ConfigError, ServingEvalError
-from tasks.measure import not_measured
-from tasks.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint
-from tasks.plan import expected_rows, make_plan, rows_of
-from tasks.publish import publish_run
-from tasks.report import PublishedRun, render_report
-from tasks.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
-from tasks.runtimes import CACHE_ENV, run_dir
+from tasks.core.errors import ConfigError, ServingEvalError
+from tasks.core.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint
+from tasks.core.paths import CACHE_ENV, run_dir
+from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
+from tasks.core.spec import load_spec
+from tasks.measure.session import not_measured
+from tasks.plan.cells import expected_rows, make_plan, rows_of
+from tasks.plan.config import RunConfig
+from tasks.report.page import PublishedRun, render_report
+from tasks.report.trend import build_trend
+from tasks.runtimes import interrupts
 from tasks.serve.launchers import LAUNCHERS
-from tasks.spec import load_spec
-from tasks.store import ConnectionFields, S3Store
-from tasks.trend import build_trend
+from tasks.store.publish import publish_run
+from tasks.store.s3 import ConnectionFields, S3Store
 
 
 class RunFailed(ServingEvalError):
@@ -114,8 +114,8 @@ def convert_in_run(conversion: dict, started: dict, conn: ConnectionFields, log=
 def measure_in_run(session: dict, conversions: list[dict], started: dict, conn: ConnectionFields | None) -> dict:
     """One server session as a measuring task runs it: on the host it was planned on (checked in a multi-host
     deployment), fetching artifacts converted elsewhere through the store (share_artifacts)."""
-    from tasks.hosts import check_worker_host
-    from tasks.measure import measure_session
+    from tasks.measure.session import measure_session
+    from tasks.plan.hosts import check_worker_host
 
     if session.get("host"):
         check_worker_host(session["host"])
@@ -126,7 +126,7 @@ def measure_in_run(session: dict, conversions: list[dict], started: dict, conn: 
 
 def host_sessions(started: dict, host: str) -> list[dict]:
     """The sessions planned on `host`: what its measuring task is mapped over (empty: it is skipped)."""
-    from tasks.hosts import sessions_of
+    from tasks.plan.hosts import sessions_of
 
     return sessions_of(started["sessions"], host)
 
@@ -153,7 +153,7 @@ def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
 
 
 def validate_step(started: dict, collected: dict, conversions: list[dict]) -> dict:
-    from tasks.validate import validate_run
+    from tasks.validate.expectations import validate_run
 
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
     expected = expected_rows(started["sessions"], collected["rows"])  # a sweep cell: one row per measured point
@@ -163,7 +163,7 @@ def validate_step(started: dict, collected: dict, conversions: list[dict]) -> di
 def regress_step(started: dict, collected: dict, conversions: list[dict], conn: ConnectionFields) -> dict:
     """Compare tonight's figures with the history in the store (same cell key, same host, earlier logical dates,
     exclusions left out); suspected regressions still need `confirm_step`."""
-    from tasks.regress_run import judge_run
+    from tasks.regress.check import judge_run
 
     config = RunConfig.from_params(started["config"])
     parity_now = [c["parity"] for c in conversions if c and c.get("parity")]
@@ -174,11 +174,11 @@ def confirm_step(started: dict, conversions: list[dict], regressions: dict, host
                  conn: ConnectionFields | None = None) -> dict:
     """Re-measure every suspected regression (fresh sessions, with the control cell) before it is published; with
     `host`, the suspects measured on that host, on it."""
-    from tasks.confirm import confirm_run
+    from tasks.regress.confirm import confirm_run
 
     store = None
     if host is not None:
-        from tasks.hosts import check_worker_host
+        from tasks.plan.hosts import check_worker_host
 
         check_worker_host(host)
         config = RunConfig.from_params(started["config"])
@@ -187,8 +187,8 @@ def confirm_step(started: dict, conversions: list[dict], regressions: dict, host
 
 
 def merge_confirmed(regressions: dict, confirmed: list[dict | None]) -> dict:
-    """The regression record as published: the per-host confirmations put together (tasks/confirm.py)."""
-    from tasks.confirm import merge_confirmations
+    """The regression record as published: the per-host confirmations put together (tasks/regress/confirm.py)."""
+    from tasks.regress.confirm import merge_confirmations
 
     return merge_confirmations(regressions, list(confirmed))
 
@@ -313,9 +313,9 @@ def cleanup_run_dir(run_id: str) -> None:
 
 def sweep_host(run_id: str | None = None, host: str | None = None) -> int:
     """A measuring host's sweep (setup: crashed runs' servers; teardown: this run's servers and work folder), run
-    on that host's queue (tasks/hosts.py)."""
+    on that host's queue (tasks/plan/hosts.py)."""
     if host is not None:
-        from tasks.hosts import check_worker_host
+        from tasks.plan.hosts import check_worker_host
 
         check_worker_host(host)
     swept = sweep_leftovers(run_id)
@@ -333,7 +333,7 @@ def run_pipeline(params: dict, *, run_id: str, logical_date: str, conn: Connecti
 
     Server sessions run one after another; leftovers of crashed runs are swept before, this run's after.
     """
-    from tasks.measure import measure_session
+    from tasks.measure.session import measure_session
 
     sweep_leftovers()
     try:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.serve.session import free_port
+from tasks.runtimes.ports import free_port
 from tests.dagrun import REPO
 
 START_TIMEOUT_S = 180

@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks.serve.session import free_port
+from tasks.runtimes.ports import free_port
 from tests.airflow_server import stop_group
 from tests.dagrun import REPO
 
@@ -230,7 +230,7 @@ def celery_cluster(hosts: dict[str, dict], extra_env: dict[str, str]):
             cluster = Cluster(env, workdir, f"http://127.0.0.1:{api_port}", db)
             stack.callback(lambda: [stop_group(p) for p in reversed(list(cluster.processes.values()))])
             cluster.airflow("db", "migrate", timeout_s=600)
-            from tasks.cli import create_pools
+            from tasks.cli.main import create_pools
 
             create_pools(env)
             api = _start(cluster, "api-server", [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port",

@@ -51,7 +51,7 @@ def airflow_db() -> Path:
 
 @pytest.fixture(scope="session")
 def embedded_s3():
-    from tasks.embedded_s3 import start_embedded_s3
+    from tasks.store.embedded_s3 import start_embedded_s3
 
     s3 = start_embedded_s3()
     try:
@@ -70,7 +70,7 @@ def bucket(embedded_s3, request) -> str:
 
 @pytest.fixture(scope="session")
 def mlp_spec():
-    from tasks.spec import load_spec
+    from tasks.core.spec import load_spec
 
     return load_spec("mlp")
 

@@ -1,6 +1,6 @@
 """Fixtures of the tests that run containers on a real Docker engine (a pytest plugin, see conftest.py).
 
-`docker_engine` finds an engine or starts dockerd (tasks.docker_engine) for the session and stops the one it
+`docker_engine` finds an engine or starts dockerd (tasks.runtimes.docker_engine) for the session and stops the one it
 started, by its PID, when the session ends. Where no engine can be started (no dockerd, not root) the Docker
 tests skip with the reason; with SERVING_EVAL_REQUIRE_DOCKER=1 (set by .ci/run) they fail instead, so CI must
 prove the container path. `project_images` builds the serving runtimes' images, or reuses them (a second run
@@ -27,8 +27,7 @@ def _no_engine(reason: str) -> None:
 @pytest.fixture(scope="session")
 def docker_engine():
     """A client of an answering engine; a dockerd started for the session is stopped by its PID at the end."""
-    from tasks.docker_engine import EngineUnavailable, start_engine, stop_engine
-    from tasks.serve.launchers.docker import docker_client
+    from tasks.runtimes.docker_engine import EngineUnavailable, docker_client, start_engine, stop_engine
 
     try:
         handle = start_engine()
@@ -46,7 +45,7 @@ def docker_engine():
 @pytest.fixture(scope="session")
 def project_images(docker_engine) -> dict:
     """runtime -> ImageRef of the serving runtimes' project images, built now or reused."""
-    from tasks.images import ensure_image
+    from tasks.runtimes.images import ensure_image
 
     images = {}
     for runtime in SERVING_IMAGES:

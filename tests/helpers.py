@@ -14,15 +14,15 @@ import numpy as np
 import psutil
 
 from tasks.convert import Artifact
-from tasks.runtimes import ensure_runtime, runtime_env_vars
-from tasks.spec import ModelSpec
+from tasks.core.spec import ModelSpec
+from tasks.runtimes.venvs import ensure_runtime, runtime_env_vars
 
 REFERENCE_TIMEOUT_S = 300
 # Runs in the convert-torch runtime: eager TorchScript on make_inputs(spec, batch_size), outputs as JSON.
 _REFERENCE_SCRIPT = """
 import json, sys
 import torch
-from tasks.spec import ModelSpec, make_inputs
+from tasks.core.spec import ModelSpec, make_inputs
 spec = ModelSpec.from_dict(json.loads(sys.argv[2]))
 model = torch.jit.load(sys.argv[1], map_location="cpu").eval()
 inputs = make_inputs(spec, int(sys.argv[3]))
@@ -66,9 +66,9 @@ def split_request(raw: bytes) -> tuple[str, bytes]:
 
 def infer_and_check(live, spec: ModelSpec, references: dict[int, dict]) -> None:
     """Each reference batch through the server's own codec; outputs equal the source model's within parity."""
+    from tasks.core.spec import make_inputs
     from tasks.loadgen.protocols import get_codec
     from tasks.loadgen.run import output_shapes
-    from tasks.spec import make_inputs
 
     for batch_size, expected in references.items():
         codec = get_codec(live.server.protocol)(live.endpoint.host, live.endpoint.port, live.endpoint.model_name,

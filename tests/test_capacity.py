@@ -1,11 +1,11 @@
-"""The host estimate of docs/scaling.md (tasks/capacity.py) on synthetic timelines."""
+"""The host estimate of docs/scaling.md (tasks/plan/capacity.py) on synthetic timelines."""
 
 from __future__ import annotations
 
 import pytest
 
-from tasks.capacity import cell_durations, hosts_needed, run_matrix
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
+from tasks.plan.capacity import cell_durations, hosts_needed, run_matrix
 
 
 def _session(host: str, start: float, points: list[float], overhead: float = 2.0) -> dict:

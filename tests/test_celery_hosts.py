@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tasks.store import S3Store
+from tasks.store.s3 import S3Store
 from tests.celery_cluster import celery_cluster, missing_services
 from tests.dagrun import (
     port_is_free,
@@ -148,7 +148,7 @@ def test_two_celery_workers_measure_their_own_hosts_side_by_side(services_presen
     assert session_temp_dirs() - temp_before == set()
 
     # the capacity estimate from this run's timelines (docs/scaling.md): two hosts' worth of sessions, gaps measured
-    from tasks.cli import main
+    from tasks.cli.main import main
 
     env = embedded_s3.airflow_conn_env("serving_eval_s3")
     old = {k: os.environ.get(k) for k in env}

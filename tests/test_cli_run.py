@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tasks.store import S3Store
+from tasks.store.s3 import S3Store
 from tests.dagrun import REPO, fast_conf, read_run, results_frame, verify_manifest
 
 pytestmark = pytest.mark.integration

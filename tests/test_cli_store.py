@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from tasks.cli import main
+from tasks.cli.main import main
 from tasks.pipeline import publish_step
-from tasks.store import S3Store
+from tasks.store.s3 import S3Store
 from tests.dagrun import fast_conf
 
 HOST = {"hostname": "h", "cpu_model": "EPYC", "cpu_count": 2, "gpu_name": None, "gpu_driver": None}
@@ -116,12 +116,12 @@ def test_trend_skips_runs_with_other_server_versions(store_env, bucket, tmp_path
 
 
 def test_plan_lists_the_cells_of_a_suite_and_names_a_bad_field(tmp_path, monkeypatch, capsys):
-    import tasks.suites
+    import tasks.plan.suites
 
     (tmp_path / "tiny.yaml").write_text("models: [mlp]\nformats: [onnx]\nservers: [custom, triton]\n"
                                         "concurrencies: [1, 8]\n")
     (tmp_path / "broken.yaml").write_text("models: [mlp]\nconcurrencies: [0]\n")
-    monkeypatch.setattr(tasks.suites, "SUITES_DIR", tmp_path)
+    monkeypatch.setattr(tasks.plan.suites, "SUITES_DIR", tmp_path)
     assert main(["plan", "--suite", "tiny"]) == 0
     out = capsys.readouterr().out
     assert "plan of suite tiny: 1 conversions, 2 server sessions, 4 cells (nothing run)" in out

@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from tasks.runtimes import DOCKER_DIR
-from tasks.serve.session import free_ports
+from tasks.core.paths import DOCKER_DIR
+from tasks.runtimes.ports import free_ports
 
 COMPOSE_FILE = DOCKER_DIR / "compose.yaml"
 UP_TIMEOUT_S = 300
@@ -73,8 +73,8 @@ def test_the_compose_file_validates_with_every_component(compose):
 
 @pytest.mark.integration
 def test_database_broker_store_and_a_worker_come_up_and_answer(compose, no_docker_leftovers, tmp_path):
-    from tasks.images import compose_env
-    from tasks.store import ConnectionFields, S3Store
+    from tasks.runtimes.images import compose_env
+    from tasks.store.s3 import ConnectionFields, S3Store
 
     images = compose_env(log=lambda line: print(f"  {line}"))
     ports = free_ports(("db", "broker", "store", "api"))
@@ -134,8 +134,8 @@ def test_a_run_through_the_whole_compose_deployment(compose, no_docker_leftovers
     and a measuring-host worker on the host network), the smoke suite triggered for host cpu-a, published complete."""
     import json
 
-    from tasks.images import compose_env
-    from tasks.store import ConnectionFields, S3Store
+    from tasks.runtimes.images import compose_env
+    from tasks.store.s3 import ConnectionFields, S3Store
 
     images = compose_env(log=lambda line: print(f"  {line}"))
     ports = free_ports(("db", "broker", "store", "api"))

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from tasks.convert import Artifact, artifact_key, convert, recheck_parity
-from tasks.errors import ConfigError
-from tasks.runtimes import ensure_runtime, runtime_env_vars
-from tasks.spec import load_spec, parse_spec
-from tasks.store import S3Store
+from tasks.core.errors import ConfigError
+from tasks.core.spec import load_spec, parse_spec
+from tasks.runtimes.venvs import ensure_runtime, runtime_env_vars
+from tasks.store.s3 import S3Store
 
 pytestmark = pytest.mark.integration
 QUIET = lambda _: None  # noqa: E731 - conversion progress lines are not needed here
@@ -243,7 +243,7 @@ def test_tensorrt_entry_reports_skipped_where_tensorrt_is_missing(mlp_spec, mlp_
 
     from tasks.convert.parity import EXIT_SKIPPED
     from tasks.convert.tensorrt import SKIP_REASON
-    from tasks.runtimes import REPO_ROOT
+    from tasks.core.paths import REPO_ROOT
 
     env = ensure_runtime("convert-torch", log=QUIET)  # has no tensorrt: stands in for a GPU host without it
     (tmp_path / "spec.json").write_text(mlp_spec.to_json())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.convert import convert
-from tasks.spec import load_spec
+from tasks.core.spec import load_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

@@ -8,8 +8,8 @@ import pytest
 
 from tasks.convert import FORMATS, ConversionSkipped, check_conversion, convert, find_path, reachable_formats
 from tasks.convert.tensorrt import SKIP_REASON, gpu_skip_reason
-from tasks.errors import ConfigError
-from tasks.spec import load_spec, parse_spec
+from tasks.core.errors import ConfigError
+from tasks.core.spec import load_spec, parse_spec
 
 
 def hops(model: str, fmt: str) -> list[str]:
@@ -75,7 +75,7 @@ def test_tensorrt_is_skipped_without_a_gpu():
 def test_skipped_conversion_skips_its_cells():
     if gpu_skip_reason() is None:
         pytest.skip("this host has an NVIDIA GPU")
-    from tasks.measure import measure_session
+    from tasks.measure.session import measure_session
     from tasks.pipeline import convert_step
 
     converted = convert_step({"model": "tiny-cnn", "format": "tensorrt"}, log=lambda _: None)
@@ -86,7 +86,7 @@ def test_skipped_conversion_skips_its_cells():
     cell = {"cell_id": "c", "model": "tiny-cnn", "format": "tensorrt", "server": "triton", "launcher": "process",
             "device": "gpu", "batch_size": 1, "mode": "concurrency", "load": 1.0}
     session = {"session_id": "s", "server": "triton", "model": "tiny-cnn", "format": "tensorrt", "cells": [cell]}
-    from tasks.config import RunConfig
+    from tasks.plan.config import RunConfig
 
     rows = measure_session(session, [converted], run, config=RunConfig())["rows"]
     assert [(r["status"], r["reason"][:len(SKIP_REASON)]) for r in rows] == [("skipped", SKIP_REASON)]

@@ -68,8 +68,8 @@ def test_defaults_validate(dagbag):
 
 def test_run_config_rejects_bad_values_naming_the_field():
     """The same rules hold without Airflow (CLI runs, old trigger forms)."""
-    from tasks.config import RunConfig
-    from tasks.errors import ConfigError
+    from tasks.core.errors import ConfigError
+    from tasks.plan.config import RunConfig
 
     for conf, field in [({"models": ["nope"]}, "models"), ({"concurrencies": [0]}, "concurrencies"),
                         ({"duration_s": -1}, "duration_s"), ({"window_s": 20, "duration_s": 10}, "window_s")]:
@@ -118,7 +118,7 @@ def test_parse_time_whole_interpreter():
 
 def test_the_schedule_runs_the_nightly_suite_and_the_form_overrides_it(dagbag):
     """The Params default to empty (the suite's values) with the nightly suite picked: what 02:00 runs."""
-    from tasks.config import RunConfig
+    from tasks.plan.config import RunConfig
 
     dag = dagbag.dags["nightly_serving_eval"]
     defaults = {k: dag.params[k] for k in dag.params}

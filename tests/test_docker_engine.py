@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from tasks import docker_engine
-from tasks.docker_engine import (
+from tasks.runtimes import docker_engine
+from tasks.runtimes.docker_engine import (
     EngineHandle,
     EngineUnavailable,
     engine_answers,

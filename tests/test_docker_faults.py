@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tasks.config import RunConfig
 from tasks.convert import convert
-from tasks.measure import measure_session
-from tasks.metadata import collect_code_metadata, collect_host_metadata
-from tasks.plan import make_plan
-from tasks.results import SCHEMA_VERSION
+from tasks.core.metadata import collect_code_metadata, collect_host_metadata
+from tasks.core.results import SCHEMA_VERSION
+from tasks.measure.session import measure_session
+from tasks.plan.cells import make_plan
+from tasks.plan.config import RunConfig
 from tasks.serve.launchers.base import handles_dir
 from tasks.serve.launchers.docker import LABEL_OWNER, LABEL_RUN_ID, DockerLauncher
 from tests.dagrun import REPO
@@ -37,7 +37,7 @@ def run_context(run_id: str, run_dir) -> dict:
 
 
 def conversion(spec_name: str, fmt: str) -> dict:
-    from tasks.spec import load_spec
+    from tasks.core.spec import load_spec
 
     artifact = convert(load_spec(spec_name), fmt)
     return {"model": spec_name, "format": fmt, "artifact": artifact.to_dict(), "parity": None, "error": None,
@@ -51,9 +51,9 @@ def test_container_killed_mid_load_fails_its_cell(tmp_path, monkeypatch, project
                                     "duration_s": 2.0, "warmup_s": 0.5, "window_s": 0.5, "ready_timeout_s": 60,
                                     "server_memory": "1g"})
     (session,) = make_plan(config).sessions
-    import tasks.measure
+    import tasks.measure.session
 
-    real_load_point = tasks.measure.run_load_point
+    real_load_point = tasks.measure.session.run_load_point
     killed: list[str] = []
 
     def load_point_with_a_kill(*args, **kwargs):
@@ -63,7 +63,7 @@ def test_container_killed_mid_load_fails_its_cell(tmp_path, monkeypatch, project
             threading.Timer(KILL_AFTER_S, container.kill).start()
         return real_load_point(*args, **kwargs)
 
-    monkeypatch.setattr(tasks.measure, "run_load_point", load_point_with_a_kill)
+    monkeypatch.setattr(tasks.measure.session, "run_load_point", load_point_with_a_kill)
     out = measure_session(session, [conversion("mlp", "onnx")], run_context(run_id, tmp_path / "run"), config)
     rows = sorted(out["rows"], key=lambda r: r["load"])
     assert killed and [r["load"] for r in rows] == [1.0, 2.0, 4.0]
@@ -80,7 +80,7 @@ def test_container_killed_mid_load_fails_its_cell(tmp_path, monkeypatch, project
 CRASHING_TASK = """
 import os, signal, sys
 from pathlib import Path
-from tasks.images import ImageRef, ensure_base
+from tasks.runtimes.images import ImageRef, ensure_base
 from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import handles_dir
 from tasks.serve.launchers.docker import DockerLauncher
@@ -115,7 +115,7 @@ def test_next_runs_sweep_removes_a_crashed_runs_containers(tmp_path, project_ima
 
 def test_tfserving_cells_skip_without_its_official_image(tmp_path, docker_engine):
     """No registry serves tensorflow/serving here and the engine lacks it: the cells are skipped, saying so."""
-    from tasks.images import official_unavailable_reason
+    from tasks.runtimes.images import official_unavailable_reason
     from tasks.serve.servers.tfserving import IMAGE_CPU
 
     official_unavailable_reason.cache_clear()
@@ -125,7 +125,7 @@ def test_tfserving_cells_skip_without_its_official_image(tmp_path, docker_engine
     config = RunConfig.from_params({"models": ["tiny-cnn-tf"], "formats": ["savedmodel"], "servers": ["tfserving"],
                                     "launcher": "docker", "concurrencies": [1], "control_cell": "none"})
     (session,) = make_plan(config).sessions
-    from tasks.runtimes import artifacts_root
+    from tasks.core.paths import artifacts_root
 
     folder = artifacts_root() / "tiny-cnn-tf" / "savedmodel" / "fake-tfserving-skip"  # on this host, as converted
     folder.mkdir(parents=True, exist_ok=True)
@@ -141,7 +141,7 @@ def test_a_server_over_its_memory_limit_fails_saying_so(mlp_onnx, mlp_spec, log_
                                                         no_docker_leftovers):
     """The memory budget is the container's limit: a server that needs more is killed at start, and the reason says
     by what. (24 MB, given to the launcher directly: the custom service starts even within the Param's 64m floor.)"""
-    from tasks.errors import ServerStartError
+    from tasks.core.errors import ServerStartError
     from tasks.serve.servers import get_server
     from tasks.serve.session import server_session
 

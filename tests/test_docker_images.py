@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks import images
-from tasks.errors import ConfigError, RuntimeBuildError
-from tasks.images import (
+from tasks.core.errors import ConfigError, RuntimeBuildError
+from tasks.runtimes import images
+from tasks.runtimes.images import (
     CA_ENV,
     ImageRef,
     ca_files,
@@ -123,7 +123,7 @@ def test_a_build_with_the_ca_option(tmp_path, monkeypatch, docker_engine):
     (folder / "Dockerfile").write_text(CA_DOCKERFILE)
     (folder / "requirements.txt").write_text("six==1.17.0\n")
     monkeypatch.setattr(images, "DOCKER_DIR", tmp_path / "docker")
-    monkeypatch.setattr("tasks.runtimes.DOCKER_DIR", tmp_path / "docker")
+    monkeypatch.setattr("tasks.runtimes.venvs.DOCKER_DIR", tmp_path / "docker")
     built = []
     try:
         for option in ("host", "none"):

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from tasks.convert import Artifact
-from tasks.errors import ConfigError, ConversionError, ServerStartError
-from tasks.images import ImageRef
-from tasks.serve.base import RunSpec, ServingOptions
+from tasks.core.errors import ConfigError, ConversionError, ServerStartError
+from tasks.runtimes.docker_engine import docker_client
+from tasks.runtimes.images import ImageRef
+from tasks.serve.base import RunSpec
 from tasks.serve.launchers import LAUNCHERS, get_launcher
 from tasks.serve.launchers.base import recorded_handles
 from tasks.serve.launchers.docker import (
@@ -29,9 +30,9 @@ from tasks.serve.launchers.docker import (
     DockerLauncher,
     LauncherUnavailable,
     container_params,
-    docker_client,
     owner_gone,
 )
+from tasks.serve.options import ServingOptions
 from tasks.serve.servers import SERVERS, get_server
 from tasks.serve.servers.custom import CustomServer
 from tasks.serve.servers.tfserving import IMAGE_CPU, IMAGE_GPU

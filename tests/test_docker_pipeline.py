@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.store import S3Store
+from tasks.store.s3 import S3Store
 from tests.dagrun import fast_conf, load_dag_module, read_json_object, read_run, results_frame, verify_manifest
 
 pytestmark = pytest.mark.integration

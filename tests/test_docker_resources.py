@@ -8,8 +8,8 @@ import time
 import psutil
 import pytest
 
-from tasks.images import ensure_base
 from tasks.loadgen.resources import CgroupReader, ContainerSampler, container_cpu_pct, container_memory_bytes
+from tasks.runtimes.images import ensure_base
 from tasks.serve.launchers.docker import LABEL_CELL_ID, LABEL_RUN_ID
 
 pytestmark = pytest.mark.integration

@@ -10,8 +10,8 @@ import psutil
 import pytest
 
 from tasks.convert.parity import load_reference
-from tasks.serve.base import ServingOptions
 from tasks.serve.launchers.docker import LOOPBACK, DockerLauncher
+from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tasks.serve.session import server_session
 from tests.helpers import infer_and_check

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from tasks.history import duckdb_connection
-from tasks.store import S3Store
+from tasks.store.history import duckdb_connection
+from tasks.store.s3 import S3Store
 from tests.dagrun import REPO
 from tests.test_cli_store import publish
 

@@ -9,9 +9,9 @@ import signal
 import pytest
 from boto3.s3.transfer import TransferConfig
 
-from tasks.embedded_s3 import start_embedded_s3
-from tasks.publish import publish_run
-from tasks.store import S3Store
+from tasks.store.embedded_s3 import start_embedded_s3
+from tasks.store.publish import publish_run
+from tasks.store.s3 import S3Store
 from tests.dagrun import port_is_free, read_run, verify_manifest
 
 

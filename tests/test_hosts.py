@@ -1,4 +1,4 @@
-"""Measuring hosts (tasks/hosts.py): the deployment's hosts, a run's target hosts, the spread of sessions, the DAG's
+"""Measuring hosts (plan/hosts.py): the deployment's hosts, a run's target hosts, the spread of sessions, the DAG's
 per-host tasks, per-host confirmations, and artifacts fetched from the store on a host that did not convert them."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from tasks.errors import ConfigError
-from tasks.hosts import assign_hosts, check_hosts, check_worker_host, deployed_hosts, sessions_of
+from tasks.core.errors import ConfigError
+from tasks.plan.hosts import assign_hosts, check_hosts, check_worker_host, deployed_hosts, sessions_of
 from tests.dagrun import DAG_FILE, REPO
 
 
@@ -44,7 +44,7 @@ def test_target_hosts_are_checked_against_the_deployment():
 
 
 def test_run_config_refuses_an_unknown_host_naming_the_field(monkeypatch):
-    from tasks.config import RunConfig
+    from tasks.plan.config import RunConfig
 
     monkeypatch.setenv("SERVING_EVAL_HOSTS", "gpu-a,cpu-b")
     assert RunConfig.from_params({"hosts": ["cpu-b"]}).target_hosts() == ("cpu-b",)
@@ -65,8 +65,8 @@ def test_sessions_are_spread_longest_first_to_the_least_loaded_host_the_same_way
 
 
 def test_the_plan_spreads_its_sessions_over_the_run_hosts(monkeypatch):
-    from tasks.config import RunConfig
-    from tasks.plan import make_plan
+    from tasks.plan.cells import make_plan
+    from tasks.plan.config import RunConfig
 
     monkeypatch.setenv("SERVING_EVAL_HOSTS", "gpu-a,cpu-b")
     plan = make_plan(RunConfig.from_params({"suite": "smoke", "formats": ["onnx", "torchscript"]}))
@@ -117,7 +117,7 @@ def test_the_dag_has_one_measuring_task_per_host_in_its_queue_and_pool():
 
 
 def test_merged_confirmations_take_each_suspect_from_the_host_that_settled_it():
-    from tasks.confirm import merge_confirmations
+    from tasks.regress.confirm import merge_confirmations
 
     def rec(cell, verdict="regression", outcome="pending"):
         return {"model": cell, "verdict": verdict, "confirmation": {"outcome": outcome}}
@@ -140,7 +140,7 @@ def test_merged_confirmations_take_each_suspect_from_the_host_that_settled_it():
 def test_a_host_without_the_artifact_fetches_it_from_the_store(mlp_spec, embedded_s3, bucket, tmp_path, monkeypatch):
     """Converted on one host (its artifact cache), served on another (an empty cache): fetched by key, checked."""
     from tasks.convert import convert, local_artifact
-    from tasks.store import S3Store
+    from tasks.store.s3 import S3Store
 
     store = S3Store(bucket, "eval", embedded_s3.connection("serving_eval_s3"))
     converted = convert(mlp_spec, "onnx", store=store)  # a local cache hit is shared too

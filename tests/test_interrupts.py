@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tasks import interrupts
+from tasks.runtimes import interrupts
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 

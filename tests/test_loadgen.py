@@ -10,8 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tasks.config import RunConfig
-from tasks.errors import ConfigError, LoadTestError
+from tasks.core.errors import ConfigError, LoadTestError
 from tasks.loadgen import histogram
 from tasks.loadgen.engine import arrival_schedule_ns
 from tasks.loadgen.http import HttpConnection
@@ -21,8 +20,9 @@ from tasks.loadgen.recording import Recording, window_stable
 from tasks.loadgen.run import check_reachable, run_load_point, worker_share
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
+from tasks.plan.config import RunConfig
+from tasks.runtimes.ports import free_port
 from tasks.serve.base import Endpoint
-from tasks.serve.session import free_port
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [

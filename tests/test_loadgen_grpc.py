@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tasks.config import RunConfig
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import BAD_RESPONSE, CONNECTION, HTTP_STATUS, OK, TIMEOUT
 from tasks.loadgen.protocols.kserve_v2_grpc import decode_response
-from tasks.measure import load_endpoint
-from tasks.plan import make_plan
+from tasks.measure.session import load_endpoint
+from tasks.plan.cells import make_plan
+from tasks.plan.config import RunConfig
 from tasks.serve.base import Endpoint
 
 READY_TIMEOUT_S = 90.0

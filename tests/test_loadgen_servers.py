@@ -15,9 +15,10 @@ from tasks.loadgen.measurement import GENERATOR_SATURATED_MIN_LATE, latencies_ms
 from tasks.loadgen.recording import Recording
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
+from tasks.runtimes.ports import free_port
 from tasks.serve.base import Endpoint
 from tasks.serve.launchers.process import ProcessLauncher
-from tasks.serve.session import free_port, server_session
+from tasks.serve.session import server_session
 
 pytestmark = pytest.mark.integration
 READY_TIMEOUT_S = 90.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.store import S3Store
+from tasks.store.s3 import S3Store
 from tests.dagrun import (
     DAG_FILE,
     fast_conf,

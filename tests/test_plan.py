@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.config import RunConfig
-from tasks.errors import ConfigError
-from tasks.plan import make_plan
+from tasks.core.errors import ConfigError
+from tasks.plan.cells import make_plan
+from tasks.plan.config import RunConfig
 
 
 def test_sessions_cover_each_server_format_pair_with_every_load_point():

@@ -63,9 +63,9 @@ def test_sweep_of_all_runs_ends_leftovers_of_dead_tasks_only(tmp_path):
 
     import psutil
 
+    from tasks.runtimes.ports import free_port
     from tasks.serve.base import RunSpec
     from tasks.serve.launchers.process import ProcessLauncher
-    from tasks.serve.session import free_port
     from tests.dagrun import REPO
 
     def spec() -> RunSpec:

@@ -10,11 +10,11 @@ import urllib.request
 
 import pytest
 
-from tasks.errors import StoreError
-from tasks.history import list_manifests, read_runs
-from tasks.publish import publish_run
-from tasks.serve.session import free_port
-from tasks.store import ConnectionFields, S3Store
+from tasks.core.errors import StoreError
+from tasks.runtimes.ports import free_port
+from tasks.store.history import list_manifests, read_runs
+from tasks.store.publish import publish_run
+from tasks.store.s3 import ConnectionFields, S3Store
 from tests.dagrun import verify_manifest
 
 PROVENANCE = {"git_sha": "abc", "host": {"hostname": "h"}}

@@ -19,9 +19,8 @@ from benchmarks.nights_replay import (
     slower,
     widened,
 )
-from tasks.confirm import confirm_records, decide, remeasure_order
-from tasks.noise import PRIOR_DF, pooled_noise, row_se
-from tasks.regress import (
+from tasks.regress.confirm import confirm_records, decide, remeasure_order
+from tasks.regress.detect import (
     MIN_HISTORY,
     PERSIST_NIGHTS,
     build_histories,
@@ -31,6 +30,7 @@ from tasks.regress import (
     holm,
     holm_by_figure,
 )
+from tasks.regress.noise import PRIOR_DF, pooled_noise, row_se
 
 DATA = Path(__file__).parent / "data" / "regression_nights.csv"
 CV = 0.03  # a quiet host's nightly noise, for the synthetic series
@@ -405,7 +405,7 @@ def test_a_failed_remeasurement_does_not_confirm():
 
 
 def test_a_confirmation_that_cannot_run_leaves_the_suspects_unconfirmed_and_the_run_publishable():
-    from tasks.confirm import confirm_run
+    from tasks.regress.confirm import confirm_run
 
     records, control = _suspect(np.random.default_rng(18))
     started = {"config": {}, "run": {"run_id": "r", "run_dir": "/nonexistent"}}
@@ -422,7 +422,7 @@ def test_a_confirmation_that_cannot_run_leaves_the_suspects_unconfirmed_and_the_
 def test_cells_that_differ_get_their_own_noise_and_cells_that_agree_are_pooled():
     from scipy.stats import bartlett
 
-    from tasks.noise import cell_noises, cell_residuals, equal_variances_p
+    from tasks.regress.noise import cell_noises, cell_residuals, equal_variances_p
 
     rng = np.random.default_rng(7)
     alike = [list(rng.normal(0, 0.03, 10)) for _ in range(6)]

@@ -12,14 +12,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from benchmarks.regression_nights import hogged_custom_server
-from tasks.config import RunConfig
-from tasks.metadata import collect_host_metadata
+from tasks.core.metadata import collect_host_metadata
+from tasks.core.results import SCHEMA_VERSION, to_frame, to_parquet_bytes
 from tasks.pipeline import run_pipeline
-from tasks.publish import publish_run
-from tasks.regress_run import judge_run
-from tasks.results import SCHEMA_VERSION, to_frame, to_parquet_bytes
+from tasks.plan.config import RunConfig
+from tasks.regress.check import judge_run
 from tasks.serve.servers import SERVERS, register_server
-from tasks.store import S3Store
+from tasks.store.publish import publish_run
+from tasks.store.s3 import S3Store
 from tests.dagrun import REPO, fast_conf, load_dag_module, read_json_object, read_run
 
 CELL = {"model": "mlp", "format": "onnx", "server": "custom", "launcher": "process", "device": "cpu",
@@ -114,12 +114,12 @@ def test_a_run_excluded_through_the_cli_leaves_the_baseline(store, bucket, embed
 
 def test_the_dag_confirms_in_the_host_pool_between_regressions_and_publish():
     dag = load_dag_module().serving_eval_dag
-    confirm = dag.get_task("confirm_local")  # one per measuring host (tasks/hosts.py); `local` by default
+    confirm = dag.get_task("confirm_local")  # one per measuring host (tasks/plan/hosts.py); `local` by default
     assert confirm.pool == "serving_eval_host_local"
     assert "regressions" in confirm.upstream_task_ids and "publish" in confirm.downstream_task_ids
     # empty in the form (the suite's value, else the default: the MLP on the custom service, confirmation on)
     assert dag.params["control_cell"] is None and dag.params["confirm_regressions"] is None
-    from tasks.config import RunConfig
+    from tasks.plan.config import RunConfig
 
     scheduled = RunConfig.from_params({k: dag.params[k] for k in dag.params})
     assert scheduled.control_cell == "mlp/onnx/custom" and scheduled.confirm_regressions is True

@@ -7,12 +7,12 @@ import re
 
 import pandas as pd
 
-from tasks.compare import beyond_noise, compare_rows
-from tasks.digest import best_stacks, render_markdown
-from tasks.plots import Series, bar_chart, line_chart
-from tasks.recommend import efficiency, recommend
-from tasks.report import PublishedRun, render_report
-from tasks.results import to_frame, to_parquet_bytes
+from tasks.core.results import to_frame, to_parquet_bytes
+from tasks.regress.compare import beyond_noise, compare_rows
+from tasks.report.digest import best_stacks, render_markdown
+from tasks.report.page import PublishedRun, render_report
+from tasks.report.plots import Series, bar_chart, line_chart
+from tasks.report.recommend import efficiency, recommend
 
 RUN = {"run_id": "r2", "logical_date": "2026-11-29T02:00:00+00:00", "status": "partial",
        "provenance": {"git_sha": "abc123", "pipeline_version": "0.1.0", "config": {"models": ["mlp"], "suite": "smoke"},

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from tasks.history import find_run
 from tasks.pipeline import run_pipeline
-from tasks.report import rebuild_report
-from tasks.store import S3Store
+from tasks.report.page import rebuild_report
+from tasks.store.history import find_run
+from tasks.store.s3 import S3Store
 from tests.dagrun import REPO, fast_conf, serving_processes, session_temp_dirs
 
 pytestmark = pytest.mark.integration

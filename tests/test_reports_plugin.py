@@ -9,9 +9,9 @@ import json
 import pandas as pd
 from fastapi.testclient import TestClient
 
-from tasks.publish import publish_run
-from tasks.run_index import list_runs
-from tasks.store import S3Store
+from tasks.report.run_index import list_runs
+from tasks.store.publish import publish_run
+from tasks.store.s3 import S3Store
 from tests.dagrun import load_reports_plugin
 
 

@@ -19,7 +19,7 @@ import jwt
 import pytest
 
 from tasks.pipeline import run_pipeline
-from tasks.store import S3Store
+from tasks.store.s3 import S3Store
 from tests.airflow_server import ADMIN, api_server
 from tests.dagrun import fast_conf, load_reports_plugin, read_run
 

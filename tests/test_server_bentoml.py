@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tasks.serve.base import ServingOptions
+from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tasks.serve.servers.bentoml import BentoMLServer, package_version
 from tests.helpers import reference_outputs, serve_and_check
@@ -35,7 +35,7 @@ def test_registered_and_version_from_runtime():
 
 
 def test_skips_what_it_does_not_do(mlp_spec):
-    from tasks.spec import load_spec
+    from tasks.core.spec import load_spec
 
     assert BentoMLServer().skip_reason("process") is None
     batching = BentoMLServer(ServingOptions(dynamic_batching=True))

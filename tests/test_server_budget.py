@@ -6,10 +6,10 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from tasks.config import RunConfig
-from tasks.errors import ConfigError
-from tasks.serve.base import ServingOptions
+from tasks.core.errors import ConfigError
+from tasks.plan.config import RunConfig
 from tasks.serve.budget import format_cpu_set, parse_cpu_set, parse_memory, plan_budget
+from tasks.serve.options import ServingOptions
 
 EIGHT = tuple(range(8))
 

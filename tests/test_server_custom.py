@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tasks.convert.parity import load_reference
-from tasks.serve.base import ServingOptions
+from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tests.helpers import serve_and_check
 
@@ -32,7 +32,7 @@ def test_custom_serves_mlp(fmt, request, mlp_spec, log_dir):
 @pytest.mark.integration
 def test_custom_serves_a_tensorflow_savedmodel(log_dir):
     from tasks.convert import convert
-    from tasks.spec import load_spec
+    from tasks.core.spec import load_spec
 
     spec = load_spec("tiny-cnn-tf")
     artifact = convert(spec, "savedmodel")
@@ -60,11 +60,11 @@ def test_two_workers_answer_keep_alive_requests_without_waiting_for_delayed_acks
     import statistics
     import time
 
+    from tasks.core.spec import make_inputs
     from tasks.loadgen.protocols import get_codec
     from tasks.loadgen.run import output_shapes
     from tasks.serve.launchers.process import ProcessLauncher
     from tasks.serve.session import server_session
-    from tasks.spec import make_inputs
     from tests.helpers import split_request
 
     server = get_server("custom", ServingOptions(instances=2, cpus=1))

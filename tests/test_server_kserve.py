@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import yaml
 
-from tasks.serve.base import ServingOptions
+from tasks.core.spec import make_inputs
+from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tasks.serve.servers.kserve import CONTAINER_PORTS, MANIFEST, KServeServer
-from tasks.spec import make_inputs
 from tests.helpers import post, reference_outputs, serve_and_check
 
 BATCH_SIZES = (1, 4)

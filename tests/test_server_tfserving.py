@@ -27,13 +27,14 @@ import numpy as np
 import pytest
 
 from tasks.convert import Artifact
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
 from tasks.loadgen.engine import closed_loop
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import BAD_RESPONSE, HTTP_STATUS, OK
 from tasks.loadgen.protocols.tfserving_rest import TFServingRest, nested_shape
 from tasks.loadgen.settings import LoadSettings
-from tasks.serve.base import Endpoint, ServingOptions
+from tasks.serve.base import Endpoint
+from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tasks.serve.servers.tfserving import (
     BATCHING_CONFIG,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.serve.base import ServingOptions
+from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tasks.serve.servers.torchserve import CONTAINER_PORTS, TorchServeServer
 from tests.helpers import reference_outputs, serve_and_check

@@ -16,10 +16,13 @@ import psutil
 import pytest
 
 from tasks.convert import Artifact
-from tasks.errors import ConfigError, ServerStartError
-from tasks.runtimes import RuntimeEnv
-from tasks.serve.base import RunSpec, ServingOptions
+from tasks.core.errors import ConfigError, ServerStartError
+from tasks.core.spec import make_inputs
+from tasks.runtimes.ports import free_ports
+from tasks.runtimes.venvs import RuntimeEnv
+from tasks.serve.base import RunSpec
 from tasks.serve.launchers.process import ProcessLauncher
+from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tasks.serve.servers import triton as triton_module
 from tasks.serve.servers.triton import (
@@ -30,8 +33,7 @@ from tasks.serve.servers.triton import (
     TritonServer,
     parse_counts,
 )
-from tasks.serve.session import free_ports, server_session
-from tasks.spec import make_inputs
+from tasks.serve.session import server_session
 from tests.helpers import (
     is_loopback,
     listening_addresses,
@@ -341,7 +343,7 @@ def test_instance_kind_and_batching_off(device, kind, mlp_spec):
 def test_unsupported_dtype_names_the_field(mlp_spec):
     import dataclasses
 
-    from tasks.spec import TensorSpec
+    from tasks.core.spec import TensorSpec
 
     spec = dataclasses.replace(mlp_spec, inputs=(TensorSpec("words", "string", (-1, 4)),))
     with pytest.raises(ConfigError, match="input words: dtype='string'"):

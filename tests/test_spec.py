@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.errors import ConfigError
-from tasks.spec import catalogue, load_spec, make_inputs, parse_spec
+from tasks.core.errors import ConfigError
+from tasks.core.spec import catalogue, load_spec, make_inputs, parse_spec
 
 CATALOGUE = ("mlp", "tiny-cnn", "tiny-bert", "resnet50", "bert-base", "tiny-cnn-tf", "resnet50-tf")
 
@@ -127,7 +127,7 @@ def test_conversion_options_are_checked(tmp_path):
 def test_spec_round_trips_through_json():
     import json
 
-    from tasks.spec import ModelSpec
+    from tasks.core.spec import ModelSpec
 
     spec = load_spec("tiny-bert")
     assert ModelSpec.from_dict(json.loads(spec.to_json())) == spec

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.config import RunConfig
-from tasks.errors import ConfigError
-from tasks.plan import make_plan
-from tasks.suites import SCHEDULED_SUITE, load_suite, resolve_params, suite_names
+from tasks.core.errors import ConfigError
+from tasks.plan.cells import make_plan
+from tasks.plan.config import RunConfig
+from tasks.plan.suites import SCHEDULED_SUITE, load_suite, resolve_params, suite_names
 
 
 @pytest.mark.parametrize("name", suite_names())

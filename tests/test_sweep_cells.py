@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from tasks import measure
-from tasks.config import RunConfig
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
+from tasks.core.results import SCHEMA_VERSION
+from tasks.measure import session as measure
 from tasks.pipeline import collect_results
-from tasks.plan import expected_rows, make_plan
-from tasks.results import SCHEMA_VERSION
+from tasks.plan.cells import expected_rows, make_plan
+from tasks.plan.config import RunConfig
 
 
 def test_sweeps_plan_one_cell_per_batch_size():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
+from tasks.plan.tune import Trial, grid_configs, search
 from tasks.serve.knobs import DEFAULT_CONFIG_ID, Knob, apply_config, config_id, describe
-from tasks.tune import Trial, grid_configs, search
 
 KNOBS = (Knob("instances", (1, 2, 4), "model instances"), Knob("dynamic_batching", (False, True), "batching"))
 DEFAULTS = {"instances": 1, "dynamic_batching": False}
@@ -74,7 +74,7 @@ def test_configurations_without_a_point_under_the_bound_never_win():
 
 
 def test_a_knob_the_server_does_not_declare_is_refused():
-    from tasks.serve.base import ServingOptions
+    from tasks.serve.options import ServingOptions
 
     with pytest.raises(ConfigError, match="knob"):
         apply_config(ServingOptions(), {"workers_per_gpu": 2}, KNOBS)

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
 from tasks.pipeline import run_pipeline, start_run
-from tasks.store import S3Store
+from tasks.store.s3 import S3Store
 from tests.dagrun import read_json_object, read_run, results_frame
 
 pytestmark = pytest.mark.integration

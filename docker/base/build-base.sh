@@ -4,7 +4,7 @@
 #
 #   docker/base/build-base.sh TAG
 #
-# tasks/images.py runs this with TAG = serving-eval/base:<hash of this file and its settings> (make images does
+# tasks/runtimes/images.py runs this with TAG = serving-eval/base:<hash of this file and its settings> (make images does
 # it too); every runtime image under docker/<runtime>/ builds FROM it (build argument BASE_IMAGE).
 # Settings (environment): DEBIAN_SUITE (bookworm: its python3 is 3.11, the tag of the CPU torch wheel),
 # DEBIAN_MIRROR (default: debootstrap's own default mirror; set it to a company mirror).

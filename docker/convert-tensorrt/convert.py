@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from tasks.convert.parity import Skipped, carry_reference, measure_parity, parse_args, run_main, write_record
-from tasks.spec import ModelSpec
+from tasks.core.spec import ModelSpec
 
 SKIP_REASON = "needs an NVIDIA GPU and TensorRT"
 MAX_BATCH = 32

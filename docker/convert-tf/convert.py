@@ -30,7 +30,7 @@ from tasks.convert.parity import (  # noqa: E402 - TensorFlow reads its log leve
     run_main,
     write_record,
 )
-from tasks.spec import ModelSpec  # noqa: E402
+from tasks.core.spec import ModelSpec  # noqa: E402
 
 ARTIFACT_FILES = {"savedmodel": "model.savedmodel", "onnx": "model.onnx"}
 ONNX_OPSET = 17

@@ -25,7 +25,7 @@ from tasks.convert.parity import (
     run_main,
     write_record,
 )
-from tasks.spec import ModelSpec, make_inputs
+from tasks.core.spec import ModelSpec, make_inputs
 
 ARTIFACT_FILES = {"onnx": "model.onnx", "torchscript": "model.pt"}
 ONNX_OPSET = 18

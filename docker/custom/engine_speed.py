@@ -5,7 +5,7 @@
 
 Prints one JSON line: engine (name and version), calls/s, and the median and 99th percentile of a call's time.
 It is the ceiling of a server that adds nothing to the engine: a served stack at concurrency 1 is compared with
-it in the report (tasks/engine_speed.py runs this in the `custom` runtime, on the server's CPUs).
+it in the report (tasks/measure/engine_speed.py runs this in the `custom` runtime, on the server's CPUs).
 """
 
 import argparse
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args(argv)
 
-    from tasks.spec import ModelSpec, make_inputs
+    from tasks.core.spec import ModelSpec, make_inputs
 
     spec = ModelSpec.from_dict(json.loads(args.spec.read_text()))
     engine = load_engine(args.model_dir, args.threads, [t.name for t in spec.inputs], [t.name for t in spec.outputs])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tasks.spec import ModelSpec
+from tasks.core.spec import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,11 @@ from tasks.convert.graph import HOPS, Hop, check_dtypes, find_path
 from tasks.convert.parity import EXIT_REJECTED, EXIT_SKIPPED, file_sha256
 from tasks.convert.sources import Source, resolve_source
 from tasks.convert.tensorrt import gpu_skip_reason
-from tasks.errors import ConfigError, ConversionError, ServingEvalError
-from tasks.runtimes import REPO_ROOT, artifacts_root, ensure_runtime, runtime_env_vars
-from tasks.spec import ModelSpec
-from tasks.store import ConnectionFields, S3Store
+from tasks.core.errors import ConfigError, ConversionError, ServingEvalError
+from tasks.core.paths import REPO_ROOT, artifacts_root
+from tasks.core.spec import ModelSpec
+from tasks.runtimes.venvs import ensure_runtime, runtime_env_vars
+from tasks.store.s3 import ConnectionFields, S3Store
 
 CONVERT_TIMEOUT_S = 1800
 RECORD_FILE = "conversion.json"

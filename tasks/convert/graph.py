@@ -11,9 +11,10 @@ import hashlib
 from collections import deque
 from dataclasses import dataclass
 
-from tasks.errors import ConfigError
-from tasks.runtimes import REPO_ROOT, requirements_sha256
-from tasks.spec import DTYPES, ModelSpec
+from tasks.core.errors import ConfigError
+from tasks.core.paths import REPO_ROOT
+from tasks.core.spec import DTYPES, ModelSpec
+from tasks.runtimes.venvs import requirements_sha256
 
 FORMATS = ("onnx", "torchscript", "savedmodel", "tensorrt")
 SOURCE_KINDS = ("torch", "keras", "onnx", "torchscript", "savedmodel")
@@ -23,7 +24,7 @@ FORMAT_DTYPES: dict[str, tuple[str, ...]] = {
     "tensorrt": tuple(d for d in DTYPES if d != "float64"),
 }
 # Files the runtime side reads besides its entry script: a change to them changes every artifact.
-SHARED_RUNTIME_FILES = ("tasks/spec.py", "tasks/convert/parity.py")
+SHARED_RUNTIME_FILES = ("tasks/core/spec.py", "tasks/convert/parity.py")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from tasks.spec import ModelSpec, make_inputs
+from tasks.core.spec import ModelSpec, make_inputs
 
 REFERENCE_FILE = "reference.npz"
 EXIT_REJECTED = 2

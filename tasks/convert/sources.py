@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.convert.parity import file_sha256
-from tasks.errors import ConfigError
-from tasks.runtimes import REPO_ROOT, artifacts_root
-from tasks.spec import ModelSpec
-from tasks.store import ConnectionFields, S3Store
+from tasks.core.errors import ConfigError
+from tasks.core.paths import REPO_ROOT, artifacts_root
+from tasks.core.spec import ModelSpec
+from tasks.store.s3 import ConnectionFields, S3Store
 
 
 @dataclass(frozen=True)

@@ -214,7 +214,7 @@ class ContainerSampler(ProcessTreeSampler):
         try:
             client = self._client
             if client is None:
-                from tasks.serve.launchers.docker import docker_client
+                from tasks.runtimes.docker_engine import docker_client
 
                 client = self._client = docker_client()
             pid = int(client.api.inspect_container(self.container_id)["State"]["Pid"] or 0)

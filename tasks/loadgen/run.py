@@ -30,17 +30,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from tasks import interrupts
-from tasks.errors import LoadTestError
+from tasks.core.errors import LoadTestError
+from tasks.core.paths import REPO_ROOT
+from tasks.core.spec import ModelSpec, make_inputs
 from tasks.loadgen.engine import arrival_schedule_ns
 from tasks.loadgen.measurement import Measurement, ServerCounts, summarize
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import OK
 from tasks.loadgen.recording import Recording, window_stable
 from tasks.loadgen.settings import ARRIVALS, LoadSettings
-from tasks.runtimes import REPO_ROOT
+from tasks.runtimes import interrupts
 from tasks.serve.base import Endpoint
-from tasks.spec import ModelSpec, make_inputs
 
 PROCESS_GRACE_S = 60.0
 READY_TIMEOUT_S = 60.0  # workers must import, connect and report ready within this
@@ -106,7 +106,7 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(workdir / f"worker{index}.log", "wb"),
                 text=True, preexec_fn=lambda a=affinity: _prepare_worker(a),
             ))
-        interrupts.check()  # a stop requested while the workers forked is lost by the fork hooks (tasks.interrupts)
+        interrupts.check()  # a stop requested while the workers forked is lost by fork hooks (runtimes/interrupts)
         for index, proc in enumerate(procs):
             _await_ready(proc, index, workdir)
         start_ns = time.monotonic_ns() + START_LEAD_NS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
 
 MODES = ("concurrency", "rate")
 ARRIVALS = ("constant", "poisson")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
 from tasks.loadgen.measurement import Measurement
 from tasks.loadgen.settings import MAX_CONCURRENCY, LoadSettings
 

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import ClassVar
 
 from tasks.convert import Artifact
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
+from tasks.core.spec import ModelSpec
 from tasks.serve.knobs import Knob
-from tasks.spec import ModelSpec
+from tasks.serve.options import ServingOptions
 
-DEVICES = ("cpu", "gpu")
-IMAGE_SOURCES = ("project", "official")  # Docker launcher: images built here, or a registry's official image
 HTTP_PROBE_TIMEOUT_S = 2.0
 
 
@@ -36,59 +35,6 @@ def link_or_copy(source: Path, target: Path) -> None:
         os.link(source, target)
     except OSError:  # another filesystem, or links not allowed
         shutil.copy2(source, target)
-
-
-@dataclass(frozen=True)
-class ServingOptions:
-    """How the server should serve: the same meaning for every server that supports the option."""
-
-    max_batch_size: int = 8
-    dynamic_batching: bool = False
-    batch_delay_us: int = 1000
-    instances: int = 1
-    device: str = "cpu"
-    cpus: int = 0  # how many CPUs the server is given (tasks/serve/budget.py); 0: unknown, one thread per instance
-    images: str = "project"  # Docker launcher: "project" images built here, or "official" ones from a registry
-    threads: int = 0  # intra-op threads of each instance; 0: the server's CPUs shared among its instances
-    preferred_batch_sizes: tuple[int, ...] = ()  # batch sizes a dynamic batcher should aim for (Triton)
-    max_latency_ms: int = 0  # a batcher's latency budget (BentoML's max_latency_ms); 0: the server's default
-
-    def __post_init__(self) -> None:
-        if self.device not in DEVICES:
-            raise ConfigError("device", self.device, f"must be one of {list(DEVICES)}")
-        if self.images not in IMAGE_SOURCES:
-            raise ConfigError("images", self.images, f"must be one of {list(IMAGE_SOURCES)}")
-        for name in ("max_batch_size", "instances"):
-            if getattr(self, name) < 1:
-                raise ConfigError(name, getattr(self, name), "must be >= 1")
-        if self.batch_delay_us < 0:
-            raise ConfigError("batch_delay_us", self.batch_delay_us, "must be >= 0")
-        if self.cpus < 0:
-            raise ConfigError("cpus", self.cpus, "must be >= 0")
-        if self.threads < 0:
-            raise ConfigError("threads", self.threads, "must be >= 0 (0: the server's CPUs shared among instances)")
-        if any(b < 1 or b > self.max_batch_size for b in self.preferred_batch_sizes):
-            raise ConfigError("preferred_batch_sizes", list(self.preferred_batch_sizes),
-                              f"each must be from 1 to max_batch_size ({self.max_batch_size})")
-
-    @property
-    def threads_per_instance(self) -> int:
-        """Intra-op threads of each instance (a worker process or a model instance): `threads` when set, else the
-        server's CPUs shared among its instances, at least one."""
-        if self.threads:
-            return self.threads
-        return max(1, self.cpus // self.instances) if self.cpus else 1
-
-    @property
-    def process_threads(self) -> int:
-        """Intra-op threads of a server that runs all its instances in one process (KServe, the custom service)."""
-        return self.instances * self.threads_per_instance
-
-    @property
-    def thread_env(self) -> dict[str, str]:
-        """OpenMP/MKL pools sized like the server's own threads (torch and onnxruntime read them at start)."""
-        threads = str(self.threads_per_instance)
-        return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 
 @dataclass(frozen=True)
@@ -128,7 +74,7 @@ class Endpoint:
 class Server(ABC):
     """One serving stack. Subclasses set the class attributes and implement the three methods.
 
-    `knobs` declares what a configuration search may change (tasks/serve/knobs.py, tasks/tune.py): each a
+    `knobs` declares what a configuration search may change (tasks/serve/knobs.py, tasks/plan/tune.py): each a
     ServingOptions field this server honours, with the values a grid tries, in the order a quick search tries
     them. A server without knobs is measured with its defaults only."""
 

@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
 
 _CPU_SET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _MEMORY = re.compile(r"^([1-9][0-9]*)([bkmg]?)$", re.IGNORECASE)

@@ -13,15 +13,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tasks.names import safe_component
-from tasks.runtimes import cache_root
+from tasks.core.metadata import host_name
+from tasks.core.names import safe_component
+from tasks.core.paths import cache_root
 
-HOST_ENV = "SERVING_EVAL_HOST"
 WAIT_LOG_EVERY_S = 30.0
 
 
@@ -55,11 +54,6 @@ def host_lock(run_id: str, session_id: str, log=print) -> Iterator[None]:
             lock.seek(0)
             lock.truncate()
             fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def host_name() -> str:
-    """The name of the host this process measures on: `SERVING_EVAL_HOST`, else the machine's hostname."""
-    return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
 def _holder(path) -> str:

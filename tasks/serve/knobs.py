@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
+from tasks.serve.options import ServingOptions
 
 DEFAULT_CONFIG_ID = "default"
 WITH_BATCHING = ("dynamic_batching", True)  # `Knob.requires` of the knobs that shape the batches a batcher forms
@@ -34,8 +35,6 @@ class Knob:
     requires: tuple[str, Any] | None = None  # (knob, value): this knob changes nothing unless that one has it
 
     def __post_init__(self) -> None:
-        from tasks.serve.base import ServingOptions
-
         if self.field not in {f.name for f in fields(ServingOptions)}:
             raise ConfigError("Knob.field", self.field, "must name a ServingOptions field")
         if not self.values:

@@ -10,20 +10,20 @@ the server's log, instead of waiting for the readiness timeout.
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks import interrupts
 from tasks.convert import Artifact
-from tasks.errors import ServerStartError
+from tasks.core.errors import ServerStartError
+from tasks.core.spec import ModelSpec
+from tasks.runtimes import interrupts
+from tasks.runtimes.ports import free_ports
 from tasks.serve.base import Endpoint, Server
 from tasks.serve.launchers.base import Launcher, LaunchHandle
-from tasks.spec import ModelSpec
 
 # Readiness is polled every READY_POLL_FRACTION of the time waited so far, within [MIN, MAX]: a start-up is
 # resolved to 5 % (10 ms at least). A fixed 0.1 s poll made a 0.33 s start-up read 0.33 or 0.44 s: a +30 %
@@ -60,21 +60,6 @@ class LiveServer:
         if self._restart is None:
             raise ServerStartError(f"server {self.server.name}: this session cannot restart it ({reason})")
         self._restart(reason)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def free_ports(names: tuple[str, ...]) -> dict[str, int]:
-    ports: dict[str, int] = {}
-    while len(ports) < len(names):
-        port = free_port()
-        if port not in ports.values():
-            ports[names[len(ports)]] = port
-    return ports
 
 
 @contextmanager

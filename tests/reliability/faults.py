@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tasks.config import RunConfig
 from tasks.pipeline import cleanup_run_dir, convert_step, run_dir, start_run, sweep_leftovers
+from tasks.plan.config import RunConfig
 from tasks.serve.launchers.base import LaunchHandle, recorded_handles
 
 
@@ -23,7 +23,7 @@ def conf(bucket: str, **overrides) -> dict:
 
 def measure_one_session(params: dict, conn, run_id: str) -> tuple[dict, dict]:
     """(session output, started) of the run's first session, measured in this process like the DAG's task."""
-    from tasks.measure import measure_session
+    from tasks.measure.session import measure_session
 
     started = start_run(params, run_id=run_id, logical_date="2026-11-30T02:00:00+00:00", conn=conn)
     try:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks.errors import ConfigError
-from tasks.names import safe_component
+from tasks.core.errors import ConfigError
+from tasks.core.names import safe_component
+from tasks.core.paths import cache_root
 from tasks.pipeline import run_dir, run_pipeline, start_run
-from tasks.runtimes import cache_root
-from tasks.store import S3Store
+from tasks.store.s3 import S3Store
 from tests.dagrun import REPO, read_run
 from tests.reliability.faults import conf
 

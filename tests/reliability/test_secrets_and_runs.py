@@ -15,11 +15,11 @@ import sys
 import uuid
 from dataclasses import replace
 
-from tasks.embedded_s3 import ACCESS_KEY, REGION
 from tasks.pipeline import run_pipeline
 from tasks.serve.servers import SERVERS, register_server
 from tasks.serve.servers.custom import CustomServer
-from tasks.store import S3Store, connection_from_env
+from tasks.store.embedded_s3 import ACCESS_KEY, REGION
+from tasks.store.s3 import S3Store, connection_from_env
 from tests.dagrun import REPO, read_json_object, read_run
 from tests.reliability.faults import conf
 
@@ -80,7 +80,7 @@ def test_two_runs_started_together_measure_one_after_the_other(embedded_s3, buck
 
 
 def _manifests(store: S3Store) -> list[dict]:
-    from tasks.history import list_manifests
+    from tasks.store.history import list_manifests
 
     found = list_manifests(store)
     assert len(found) == 2 and read_run(store)

@@ -17,7 +17,7 @@ import urllib.request
 
 import psutil
 
-from tasks.serve.session import free_port
+from tasks.runtimes.ports import free_port
 from tests.dagrun import REPO
 from tests.reliability.faults import conf, load_started
 

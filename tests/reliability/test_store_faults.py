@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from tasks.history import list_manifests
 from tasks.pipeline import run_pipeline
-from tasks.publish import publish_run
-from tasks.store import S3Store
+from tasks.store.history import list_manifests
+from tasks.store.publish import publish_run
+from tasks.store.s3 import S3Store
 from tests.dagrun import read_run, verify_manifest
 from tests.reliability.faults import conf
 from tests.reliability.faulty_s3 import FaultyS3Proxy

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
 from tasks.loadgen.protocols.base import Codec
 from tasks.loadgen.protocols.bentoml_json import BentoMLJson
 from tasks.loadgen.protocols.http_get import HttpGet

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
 from tasks.serve.launchers.base import Launcher, LaunchHandle
 from tasks.serve.launchers.docker import DockerLauncher
 from tasks.serve.launchers.process import ProcessLauncher

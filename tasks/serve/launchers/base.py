@@ -9,8 +9,8 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from tasks.names import safe_component
-from tasks.runtimes import cache_root
+from tasks.core.names import safe_component
+from tasks.core.paths import cache_root
 from tasks.serve.base import RunSpec
 
 

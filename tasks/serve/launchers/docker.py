@@ -1,7 +1,7 @@
 """DockerLauncher: a server as a container on the local Docker engine (docker SDK).
 
 The container runs the server's image: a project image (`serving-eval/<runtime>`, built from docker/<runtime>/
-or reused by tasks/images.py, whose tag is the hash of its inputs) or, with the run option images=official, a
+or reused by tasks/runtimes/images.py, whose tag is the hash of its inputs) or, with the run option images=official, a
 registry's official image. `prepare` makes the image ready before the start-up is timed. Each container port
 is published on 127.0.0.1 only, to the host port the session chose, on Docker's default bridge network (never
 the host network); the model layout is mounted read-only; the container is never privileged, runs without
@@ -27,8 +27,9 @@ import socket
 import uuid
 from pathlib import Path
 
-from tasks.errors import ConfigError, ServerStartError
-from tasks.serve.base import DEVICES, RunSpec
+from tasks.core.errors import ConfigError, ServerStartError
+from tasks.runtimes.docker_engine import LauncherUnavailable, docker_client
+from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import (
     Launcher,
     LaunchHandle,
@@ -39,12 +40,12 @@ from tasks.serve.launchers.base import (
     remove_workdir,
     safe_name,
 )
+from tasks.serve.options import DEVICES
 
 LABEL_RUN_ID = "serving-eval.run_id"
 LABEL_CELL_ID = "serving-eval.cell_id"
 LABEL_OWNER = "serving-eval.owner"  # JSON: host, pid and start time of the process that started the container
 LOOPBACK = "127.0.0.1"
-DOCKER_CLIENT_TIMEOUT_S = 30
 LOG_MAX_SIZE = "50m"  # the engine's json-file log of a container (saved into the cell's log at stop)
 # Host-side settings a server may put in RunSpec.env for the process launcher; they mean nothing (or harm)
 # inside an image, which has its own PATH and Python.
@@ -54,8 +55,6 @@ EXITED_STATES = ("exited", "dead")
 log = logging.getLogger(__name__)
 
 
-class LauncherUnavailable(ServerStartError):
-    """The launcher's backend (the Docker engine) cannot be reached; no server was started."""
 
 
 def owner_label() -> str:
@@ -126,24 +125,6 @@ def container_params(spec: RunSpec, run_id: str, cell_id: str, cpus: tuple[int, 
     return params
 
 
-def docker_client(timeout_s: int = DOCKER_CLIENT_TIMEOUT_S):
-    """A client of the engine at $DOCKER_HOST (default socket); LauncherUnavailable when none answers."""
-    from docker.errors import DockerException
-
-    import docker
-
-    try:
-        client = docker.from_env(timeout=timeout_s)
-        client.ping()
-    except DockerException as exc:
-        where = os.environ.get("DOCKER_HOST") or "(unset: unix:///var/run/docker.sock)"
-        raise LauncherUnavailable(
-            f"launcher='docker': no Docker engine answered at DOCKER_HOST={where} ({exc}); the Docker launcher "
-            "needs a running engine: start one (`make engine`, or set DOCKER_HOST), or run with launcher=process"
-        ) from exc
-    return client
-
-
 def make_readable(root: Path) -> None:
     """Let any user in a container read a mounted layout (an image may run its server as a non-root user);
     session work dirs are created private (0700)."""
@@ -165,7 +146,7 @@ class DockerLauncher(Launcher):
                  resolve_image=None) -> None:
         """`memory`: the default container memory limit ("8g") when `start` is given none; `shm_size`: /dev/shm
         size (Docker's default is 64 MB); `client`: a docker client (tests pass a fake); `resolve_image`:
-        RunSpec -> tasks.images.ImageRef (default: build or reuse a project image, find or pull an official one)."""
+        RunSpec -> runtimes.images.ImageRef (default: build or reuse a project image, find or pull an official one)."""
         self.memory = memory
         self.shm_size = shm_size
         self._client = client
@@ -188,7 +169,7 @@ class DockerLauncher(Launcher):
             if self._resolve_image is not None:
                 self._images[key] = self._resolve_image(spec)
             else:
-                from tasks import images
+                from tasks.runtimes import images
 
                 self.client  # noqa: B018 - no engine: LauncherUnavailable (with its advice) before any build
                 self._images[key] = images.resolve(spec.image, spec.runtime)

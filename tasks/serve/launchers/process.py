@@ -6,7 +6,7 @@ SIGKILL after a grace period, and removes the group's temp dirs and Triton's sha
 entries matching the server's `RunSpec.cleanup_globs` that appeared after the start (paths a server creates
 outside its workdir, which a killed server leaves behind).
 Some servers' workers leave the group (BentoML's circus workers call setsid()), so the stop also snapshots
-the group's descendant tree before signalling and signals those processes by PID (`tasks.proctree`).
+the group's descendant tree before signalling and signals those processes by PID (`tasks.runtimes.proctree`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tasks.errors import ConfigError
-from tasks.proctree import create_time_of, is_running, terminate_tree
-from tasks.runtimes import ensure_runtime, requirements_sha256, runtime_env_vars
+from tasks.core.errors import ConfigError
+from tasks.runtimes.proctree import create_time_of, is_running, terminate_tree
+from tasks.runtimes.venvs import ensure_runtime, requirements_sha256, runtime_env_vars
 from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import Launcher, LaunchHandle, forget_handle, record_handle
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tasks.errors import ConfigError
-from tasks.serve.base import Server, ServingOptions
+from tasks.core.errors import ConfigError
+from tasks.serve.base import Server
+from tasks.serve.options import ServingOptions
 from tasks.serve.servers.bentoml import BentoMLServer
 from tasks.serve.servers.custom import CustomServer
 from tasks.serve.servers.kserve import KServeServer

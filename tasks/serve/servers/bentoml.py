@@ -25,13 +25,13 @@ from importlib import metadata
 from pathlib import Path
 
 from tasks.convert import Artifact
-from tasks.images import project_image
-from tasks.runtimes import ensure_runtime
+from tasks.core.spec import ModelSpec
+from tasks.runtimes.images import project_image
+from tasks.runtimes.venvs import ensure_runtime
 from tasks.serve.base import Endpoint, RunSpec, Server, link_or_copy
 from tasks.serve.knobs import WITH_BATCHING, Knob
-from tasks.spec import ModelSpec
 
-IMAGE = project_image("bentoml")  # built here from docker/bentoml/ (tasks/images.py tags it by its inputs)
+IMAGE = project_image("bentoml")  # built here from docker/bentoml/ (tasks/runtimes/images.py tags it by its inputs)
 CONTAINER_ROOT = "/models"
 CONTAINER_PORT = 3000
 SERVICE_CLASS = "ServingEvalModel"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.convert import Artifact
-from tasks.images import project_image
+from tasks.core.spec import ModelSpec
+from tasks.runtimes.images import project_image
 from tasks.serve.base import RunSpec, Server, link_or_copy
 from tasks.serve.knobs import Knob
-from tasks.spec import ModelSpec
 
 APP = "docker/custom/app.py"
 CONTAINER_PORT = 8000
@@ -40,7 +40,7 @@ class CustomServer(Server):
         return layout
 
     def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
-        from tasks.runtimes import REPO_ROOT
+        from tasks.core.paths import REPO_ROOT
 
         common = ("--model-name", self.model_name(spec), "--threads", str(self.options.threads_per_instance),
                   "--workers", str(self.options.instances),

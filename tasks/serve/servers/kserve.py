@@ -20,14 +20,14 @@ import json
 from pathlib import Path
 
 from tasks.convert import Artifact
-from tasks.images import project_image
-from tasks.runtimes import REPO_ROOT
+from tasks.core.paths import REPO_ROOT
+from tasks.core.spec import ModelSpec
+from tasks.runtimes.images import project_image
 from tasks.serve.base import RunSpec, Server, link_or_copy
 from tasks.serve.knobs import Knob
-from tasks.spec import ModelSpec
 
 ENTRY = "docker/kserve/server.py"
-IMAGE = project_image("kserve")  # built here from docker/kserve/ (tasks/images.py tags it by its inputs)
+IMAGE = project_image("kserve")  # built here from docker/kserve/ (tasks/runtimes/images.py tags it by its inputs)
 CONTAINER_ROOT = "/models"
 CONTAINER_PORTS = {"http": 8080, "grpc": 8081}
 MANIFEST = "inferenceservice.yaml"

@@ -24,11 +24,11 @@ import urllib.request
 from pathlib import Path
 
 from tasks.convert import Artifact
-from tasks.errors import ConfigError
-from tasks.images import official_unavailable_reason
+from tasks.core.errors import ConfigError
+from tasks.core.spec import ModelSpec
+from tasks.runtimes.images import official_unavailable_reason
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
 from tasks.serve.knobs import WITH_BATCHING, Knob
-from tasks.spec import ModelSpec
 
 TFSERVING_VERSION = "2.18.0"
 IMAGE_CPU = f"tensorflow/serving:{TFSERVING_VERSION}"

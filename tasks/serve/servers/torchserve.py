@@ -33,17 +33,18 @@ import urllib.request
 from pathlib import Path
 
 from tasks.convert import Artifact
-from tasks.errors import ConfigError, ServerStartError
-from tasks.images import official_unavailable_reason, project_image
-from tasks.runtimes import REPO_ROOT, ensure_runtime, runtime_env_vars
+from tasks.core.errors import ConfigError, ServerStartError
+from tasks.core.paths import REPO_ROOT
+from tasks.core.spec import ModelSpec
+from tasks.runtimes.images import official_unavailable_reason, project_image
+from tasks.runtimes.venvs import ensure_runtime, runtime_env_vars
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
 from tasks.serve.knobs import WITH_BATCHING, Knob
-from tasks.spec import ModelSpec
 
 HANDLER = "docker/torchserve/handler.py"
 LOG_CONFIG = "docker/torchserve/log4j2.xml"  # start-up and errors only: no access log, no per-request metrics
 HANDLER_CONFIG = "handler_config.json"
-IMAGE = project_image("torchserve")  # built here from docker/torchserve/ (tasks/images.py tags it by its inputs)
+IMAGE = project_image("torchserve")  # built here from docker/torchserve/ (runtimes/images.py tags it by its inputs)
 OFFICIAL_IMAGE = "pytorch/torchserve:0.12.0-cpu"  # the registry's image of the same release (images=official)
 CONTAINER_ROOT = "/models"
 # The official image's ports: inference, management, metrics, gRPC inference, gRPC management.

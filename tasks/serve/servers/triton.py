@@ -52,12 +52,13 @@ import urllib.request
 from pathlib import Path
 
 from tasks.convert import Artifact
-from tasks.errors import ConfigError
-from tasks.images import official_unavailable_reason, project_image
-from tasks.runtimes import REPO_ROOT, RuntimeEnv, ensure_runtime
+from tasks.core.errors import ConfigError
+from tasks.core.paths import REPO_ROOT
+from tasks.core.spec import ModelSpec, TensorSpec
+from tasks.runtimes.images import official_unavailable_reason, project_image
+from tasks.runtimes.venvs import RuntimeEnv, ensure_runtime
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, link_or_copy
 from tasks.serve.knobs import WITH_BATCHING, Knob
-from tasks.spec import ModelSpec, TensorSpec
 
 TRITON_VERSION = "2.51.0"
 IMAGE = project_image("triton")  # built here from docker/triton/ (the wheel's server, python backend)

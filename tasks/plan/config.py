@@ -1,0 +1,214 @@
+"""The run configuration: the DAG's Params (or the CLI's JSON) parsed and checked before any work starts.
+
+The same rules as the Params' JSON schema are enforced here, so a run started from the CLI, a test or an
+old trigger form gets the same clear error naming the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from tasks.convert import FORMATS
+from tasks.core.errors import ConfigError
+from tasks.core.spec import catalogue
+from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_WORKERS, STABLE_WINDOWS, check_timing
+from tasks.plan.tune import TUNE_METHODS
+from tasks.serve.budget import check_budget
+from tasks.serve.options import DEVICES, IMAGE_SOURCES
+
+LAUNCHERS = ("process", "docker")
+RUN_MODES = ("concurrency", "rate", "both")  # closed loop, open loop, or both in every server session
+SSE_MODES = ("AES256", "aws:kms")
+ARRIVALS = ("constant", "poisson")
+CONCURRENCY_SWEEPS = ("list", "doubling")  # list: a cell per concurrency; doubling: one sweep cell (loadgen/sweep.py)
+PROTOCOLS = ("default", "grpc")  # default: the server's REST protocol; grpc: its KServe v2 gRPC (`grpc_protocol`)
+MAX_BATCH_SIZE = 1024
+MAX_READY_TIMEOUT_S = 1800
+MAX_TUNE_BUDGET_S = 86400.0
+
+
+def model_names() -> list[str]:
+    return sorted(catalogue())
+
+
+def server_names() -> list[str]:
+    from tasks.serve.servers import server_names as names
+
+    return names()
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    suite: str | None = None  # the suite (suites/<name>.yaml) the values not given explicitly came from
+    models: tuple[str, ...] = ("mlp",)
+    formats: tuple[str, ...] = ("onnx",)
+    servers: tuple[str, ...] = ("custom",)
+    launcher: str = "process"
+    device: str = "cpu"
+    batch_sizes: tuple[int, ...] = (1,)
+    mode: str = "concurrency"
+    concurrencies: tuple[int, ...] = (1, 4)
+    rates: tuple[float, ...] = (50.0,)
+    arrival: str = "constant"
+    protocol: str = "default"
+    concurrency_sweep: str = "list"  # doubling: from `workers` up to max(concurrencies), stopped by p99/throughput
+    rate_search: bool = False  # open loop: the highest rate with p99 <= p99_bound_ms, from min(rates)
+    p99_bound_ms: float | None = None  # the sweeps' latency bound (required by rate_search)
+    duration_s: float = 10.0
+    warmup_s: float = 2.0
+    window_s: float = 2.0
+    stability_pct: float = 10.0
+    request_timeout_s: float = 10.0
+    max_error_rate: float = 0.0  # a load point with errors is failed unless their fraction is below this
+    tune: str = "off"  # off | grid | quick: a serving-configuration search per server session (tasks/plan/tune.py)
+    tune_budget_s: float = 1800.0  # the search's time budget per server session
+    stop_when_stable: bool = False  # end a load point at the first stable window after min_windows
+    min_windows: int = STABLE_WINDOWS
+    workers: int = 1  # generator processes per load point
+    ready_timeout_s: float = 120.0
+    dynamic_batching: bool = False
+    max_batch_size: int = 8
+    pin_cpus: bool = True
+    server_cpus: int | str | None = None  # an integer: a CPU count; a string: a CPU set ("2-3"); serve/budget.py
+    server_memory: str | None = None  # the server's memory limit ("2g"): containers only
+    images: str = "project"  # launcher=docker: images built here, or "official" ones where a registry serves them
+    s3_bucket: str = "serving-eval"
+    s3_prefix: str = "serving-eval"
+    aws_conn_id: str = "serving_eval_s3"
+    s3_sse: str = "AES256"
+    s3_kms_key_id: str | None = None
+    share_artifacts: bool = True
+    fail_on_cell_failure: bool = True
+    fail_on_regression: bool = False
+    control_cell: str | None = "mlp/onnx/custom"  # model/format/server measured every night (tasks/plan/control.py)
+    confirm_regressions: bool = True  # re-measure suspected regressions before publishing (tasks/regress/confirm.py)
+    confirm_max_neighbour_pct: float = 25.0  # above this much CPU used by other work, a re-measurement is no evidence
+    hosts: tuple[str, ...] | None = None  # the run's measuring hosts (plan/hosts.py); None: every deployed one
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> RunConfig:
+        """The run's configuration: the defaults, then the named `suite`'s values, then every value given (a
+        None value is "not given": the form's empty fields and the suite's values show through)."""
+        from tasks.plan.suites import resolve_params
+
+        params = resolve_params(params)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise ConfigError(unknown[0], params[unknown[0]], f"is not a Param; Params are {sorted(known)}")
+        values = {k: v for k, v in params.items() if k in known and v is not None}
+        if str(params.get("control_cell", "")).lower() in ("none", "off"):
+            values["control_cell"] = None  # "none" turns the control off (a null means "the suite's, or default")
+        for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates", "hosts"):
+            if name in values:
+                if isinstance(values[name], (str, int, float)):
+                    values[name] = [values[name]]
+                values[name] = tuple(values[name])
+        config = cls(**values)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        def one_of(name: str, allowed: list[str] | tuple[str, ...], many: bool = True) -> None:
+            values = getattr(self, name) if many else (getattr(self, name),)
+            if many and not values:
+                raise ConfigError(name, list(values), f"must name at least one of {list(allowed)}")
+            for value in values:
+                if value not in allowed:
+                    raise ConfigError(name, value, f"must be one of {list(allowed)}")
+
+        one_of("models", model_names())
+        one_of("formats", FORMATS)
+        one_of("servers", server_names())
+        one_of("launcher", LAUNCHERS, many=False)
+        one_of("device", DEVICES, many=False)
+        one_of("mode", RUN_MODES, many=False)
+        one_of("arrival", ARRIVALS, many=False)
+        one_of("protocol", PROTOCOLS, many=False)
+        one_of("concurrency_sweep", CONCURRENCY_SWEEPS, many=False)
+        bound = self.p99_bound_ms
+        if bound is not None and not (isinstance(bound, (int, float)) and bound > 0):
+            raise ConfigError("p99_bound_ms", self.p99_bound_ms, "must be > 0 ms or null")
+        one_of("tune", TUNE_METHODS, many=False)
+        if self.tune != "off" and self.p99_bound_ms is None:
+            raise ConfigError("p99_bound_ms", None, f"must be set (> 0 ms) when tune is {self.tune!r}: a configuration "
+                                                    "scores its best throughput with p99 within it")
+        if not (isinstance(self.tune_budget_s, (int, float)) and 0 < self.tune_budget_s <= MAX_TUNE_BUDGET_S):
+            raise ConfigError("tune_budget_s", self.tune_budget_s, f"must be > 0 and <= {MAX_TUNE_BUDGET_S:.0f} s")
+        if self.rate_search and self.mode in ("rate", "both") and self.p99_bound_ms is None:
+            raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when rate_search is on")
+        for b in self.batch_sizes or (0,):
+            if not (isinstance(b, int) and 1 <= b <= MAX_BATCH_SIZE):
+                raise ConfigError("batch_sizes", b, f"each must be an integer from 1 to {MAX_BATCH_SIZE}")
+        if self.mode in ("concurrency", "both"):
+            for c in self.concurrencies or (0,):
+                if not (isinstance(c, int) and 1 <= c <= MAX_CONCURRENCY):
+                    raise ConfigError("concurrencies", c, f"each must be an integer from 1 to {MAX_CONCURRENCY}")
+        if self.mode in ("rate", "both"):
+            for r in self.rates or (0,):
+                if not (isinstance(r, (int, float)) and r > 0):
+                    raise ConfigError("rates", r, "each must be > 0 requests/s")
+        check_timing(self.duration_s, self.warmup_s, self.window_s)
+        if not (isinstance(self.max_error_rate, (int, float)) and 0 <= self.max_error_rate <= 1):
+            raise ConfigError("max_error_rate", self.max_error_rate,
+                              "must be from 0 (any failed request fails the load point) to 1")
+        if not (isinstance(self.request_timeout_s, (int, float)) and self.request_timeout_s > 0):
+            raise ConfigError("request_timeout_s", self.request_timeout_s, "must be > 0 s")
+        if not (isinstance(self.workers, int) and 1 <= self.workers <= MAX_WORKERS):
+            raise ConfigError("workers", self.workers, f"must be an integer from 1 to {MAX_WORKERS}")
+        if self.mode in ("concurrency", "both") and self.workers > min(self.concurrencies):
+            raise ConfigError("workers", self.workers,
+                              f"must be <= the smallest concurrency ({min(self.concurrencies)})")
+        max_windows = int(self.duration_s / self.window_s + 1e-9)
+        if self.min_windows < STABLE_WINDOWS or (self.stop_when_stable and self.min_windows > max_windows):
+            raise ConfigError("min_windows", self.min_windows,
+                              f"must be >= {STABLE_WINDOWS} and, with stop_when_stable, <= duration_s / window_s "
+                              f"({max_windows})")
+        one_of("images", IMAGE_SOURCES, many=False)
+        check_budget(self.server_cpus, self.server_memory, self.pin_cpus)
+        if not 0 < self.ready_timeout_s <= MAX_READY_TIMEOUT_S:
+            raise ConfigError("ready_timeout_s", self.ready_timeout_s, f"must be > 0 and <= {MAX_READY_TIMEOUT_S}")
+        if not self.s3_bucket:
+            raise ConfigError("s3_bucket", self.s3_bucket, "must name a bucket")
+        one_of("s3_sse", SSE_MODES, many=False)
+        if self.s3_sse == "aws:kms" and not self.s3_kms_key_id:
+            raise ConfigError("s3_kms_key_id", self.s3_kms_key_id, "must name a KMS key when s3_sse is 'aws:kms'")
+        neighbour = self.confirm_max_neighbour_pct
+        if not (isinstance(neighbour, (int, float)) and 0 <= neighbour <= 100):
+            raise ConfigError("confirm_max_neighbour_pct", self.confirm_max_neighbour_pct, "must be from 0 to 100 (%)")
+        if self.control_cell is not None:
+            from tasks.plan.control import parse_control
+
+            model, fmt, server = parse_control(self.control_cell)
+            for name, value, allowed in (("model", model, model_names()), ("format", fmt, FORMATS),
+                                         ("server", server, server_names())):
+                if value not in allowed:
+                    raise ConfigError("control_cell", self.control_cell, f"its {name} must be one of {list(allowed)}")
+        if not self.aws_conn_id:
+            raise ConfigError("aws_conn_id", self.aws_conn_id, "must name an Airflow connection")
+        from tasks.plan.hosts import check_hosts
+
+        check_hosts(self.hosts)
+
+    def target_hosts(self) -> tuple[str, ...]:
+        """The hosts this run measures on: `hosts`, or every host of the deployment (`SERVING_EVAL_HOSTS`)."""
+        from tasks.plan.hosts import check_hosts
+
+        return check_hosts(self.hosts)
+
+    def load_groups(self) -> list[tuple[str, tuple[float, ...]]]:
+        """(cell mode, loads) of every server session: the closed loop's listed concurrencies or one
+        "concurrency-sweep" cell (its load the largest concurrency), then the open loop's listed rates or one
+        "rate-search" cell (its load the smallest rate), as `mode` asks."""
+        groups: list[tuple[str, tuple[float, ...]]] = []
+        if self.mode in ("concurrency", "both"):
+            groups.append(("concurrency-sweep", (float(max(self.concurrencies)),)) if self.concurrency_sweep ==
+                          "doubling" else ("concurrency", tuple(float(c) for c in self.concurrencies)))
+        if self.mode in ("rate", "both"):
+            groups.append(("rate-search", (float(min(self.rates)),)) if self.rate_search else
+                          ("rate", tuple(float(r) for r in self.rates)))
+        return groups
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}

@@ -1,0 +1,467 @@
+"""The run's HTML report: one self-contained page published next to the results as `report.html`.
+
+It is rendered only from the run's published files (REPORT_INPUTS and the manifest's run id, date, status
+and provenance), at publish time and by `rebuild_report` from the store, through the same function: the
+rebuilt page is byte-identical. No timestamp of the rendering, no unordered iteration, plots as inline SVG
+(`tasks.report.plots`), no script, font or stylesheet from anywhere.
+
+Sections: the recommendation (`tasks.report.recommend`), per model the plots (latency against throughput, scaling,
+efficiency) and the table of rows, the changes since the previous comparable run (`trend.json`,
+`regressions.json`), every planned cell, failed and skipped cells with their reasons, parity and served-output
+checks, validation, provenance. Units and good directions come from `tasks.core.metrics.METRICS`; nothing here
+decides what is better.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tasks.core.metrics import METRICS, number
+from tasks.core.results import frame_records
+from tasks.plan.cells import rows_of
+from tasks.report.configs import configurations_section, engine_section, headline_rows
+from tasks.report.plots import Series, bar_chart, format_value, line_chart
+from tasks.report.recommend import efficiency, ok_rows, recommend, stack_of
+from tasks.report.trend import run_suite
+
+REPORT_INPUTS = ("results.parquet", "parity.json", "validation.json", "regressions.json", "trend.json", "plan.json",
+                 "tuning.json")
+REPORT_METRICS = ("throughput_rps", "latency_ms_p50", "latency_ms_p99", "error_rate", "server_cpu_pct",
+                  "server_rss_mb", "startup_s")
+MODE_NAMES = {"concurrency": "closed loop", "rate": "open loop"}
+LOAD_NAMES = {"concurrency": "concurrency", "rate": "rate (req/s)"}
+REASON_CHARS = 2000
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1400px}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
+th{background:#f3f3f3}td.l,th.l{text-align:left}.failed{color:#b00}.skipped{color:#888}
+.best{font-weight:bold;background:#eef8ee}.bad,.worse{color:#b00;font-weight:bold}.better{color:#070;font-weight:bold}
+.plots{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}.note{color:#555}
+pre{background:#f7f7f7;padding:8px;white-space:pre-wrap;max-width:1200px}nav a{margin-right:1em}"""
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """What the report is made of: the run's published objects, parsed, and its manifest's identity."""
+
+    run: dict  # run_id, logical_date, status, provenance (as in the manifest)
+    rows: list[dict]
+    parity: list[dict]
+    validation: dict
+    regressions: dict
+    trend: dict | None
+    plan: dict | None
+    tuning: dict | None = None
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, bytes], run: dict) -> PublishedRun:
+        """From the published bytes (name -> bytes); objects a run did not publish are None/empty."""
+        import pandas as pd
+
+        def obj(name: str, default):
+            return json.loads(files[name]) if name in files else default
+
+        rows = frame_records(pd.read_parquet(io.BytesIO(files["results.parquet"])))
+        return cls({k: run.get(k) for k in ("run_id", "logical_date", "status", "provenance")}, rows,
+                   obj("parity.json", []), obj("validation.json", {}), obj("regressions.json", {}),
+                   obj("trend.json", None), obj("plan.json", None), obj("tuning.json", None))
+
+
+def rebuild_report(store, manifest: dict) -> str:
+    """The report of a published run, rendered again from its objects in the store (through its manifest)."""
+    files = {o["name"]: store.get(o["key"]) for o in manifest["objects"] if o["name"] in REPORT_INPUTS}
+    return render_report(PublishedRun.from_files(files, manifest))
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    return f"{value:,.2f}" if isinstance(value, float) else html.escape(str(value))
+
+
+def _unit(metric: str) -> str:
+    return METRICS[metric].unit
+
+
+def _label(metric: str) -> str:
+    return METRICS[metric].label
+
+
+def _load_text(mode: object, load: object) -> str:
+    value = number(load)
+    return f"{mode} {value:g}" if value is not None else str(mode)
+
+
+def _series_name(row: dict, batches: int, modes: int) -> str:
+    name = stack_of(row)
+    if batches > 1:
+        name += f" b{row.get('batch_size')}"
+    if modes > 1:
+        name += f" {MODE_NAMES.get(str(row.get('mode')), row.get('mode'))}"
+    return name
+
+
+def _series(rows: list[dict], y_metric: str, x_metric: str | None = None) -> list[Series]:
+    """One series per stack (and batch size / loop kind where the model has several), points ordered by load."""
+    ok = ok_rows(rows)
+    batches = len({r.get("batch_size") for r in ok})
+    modes = len({r.get("mode") for r in ok})
+    groups: dict[str, list[dict]] = {}
+    for row in ok:
+        groups.setdefault(_series_name(row, batches, modes), []).append(row)
+    out = []
+    for name in sorted(groups):
+        points, labels = [], []
+        for row in sorted(groups[name], key=lambda r: number(r.get("load")) or 0.0):
+            x = number(row.get(x_metric)) if x_metric else number(row.get("load"))
+            y = number(row.get(y_metric))
+            if x is not None and y is not None:
+                points.append((x, y))
+                labels.append(_load_text(row.get("mode"), row.get("load")))
+        out.append(Series(name, tuple(points), tuple(labels)))
+    return out
+
+
+def _model_plots(model: str, rows: list[dict]) -> str:
+    thr = f"{_label('throughput_rps')} ({_unit('throughput_rps')})"
+    plots = [line_chart(f"latency-{p}", f"{model}: {_label(m)} against throughput", _series(rows, m, "throughput_rps"),
+                        thr, f"{_label(m)} ({_unit(m)})")
+             for p, m in (("p99", "latency_ms_p99"), ("p50", "latency_ms_p50"))]
+    for mode in ("concurrency", "rate"):
+        mode_rows = [r for r in rows if r.get("mode") == mode]
+        if ok_rows(mode_rows):
+            plots.append(line_chart(f"scaling-{mode}", f"{model}: throughput against {LOAD_NAMES[mode]}",
+                                    _series(mode_rows, "throughput_rps"), LOAD_NAMES[mode], thr))
+    eff = efficiency(rows)
+    batches = len({e["batch_size"] for e in eff})
+
+    def name(e: dict) -> str:
+        return e["stack"] + (f" b{e['batch_size']}" if batches > 1 else "")
+
+    per_core = [(name(e), e["throughput_rps_per_core"]) for e in eff if e["throughput_rps_per_core"] is not None]
+    memory = [(name(e), e["server_rss_mb"]) for e in eff if e["server_rss_mb"] is not None]
+    if per_core:
+        plots.append(bar_chart("efficiency-cpu", f"{model}: {_label('throughput_rps_per_core')} at each stack's peak",
+                               per_core, _unit("throughput_rps_per_core")))
+    if memory:
+        plots.append(bar_chart("efficiency-memory", f"{model}: {_label('server_rss_mb')} at each stack's peak", memory,
+                               _unit("server_rss_mb")))
+    return f"<div class=plots>{''.join(plots)}</div>"
+
+
+def _model_table(model: str, rows: list[dict]) -> str:
+    ok = ok_rows(rows)
+    best = {}
+    for name in REPORT_METRICS:
+        values = [number(r.get(name)) for r in ok if number(r.get(name)) is not None]
+        if values:
+            best[name] = max(values) if METRICS[name].better == "higher" else min(values)
+    head = "".join(f"<th>{_esc(_label(m))}<br>({_esc(_unit(m))})</th>" for m in REPORT_METRICS)
+    parts = [f"<table><tr><th class=l>server</th><th class=l>format</th><th>batch</th><th>load</th>{head}"
+             f"<th>CV</th><th>stable</th><th class=l>status</th></tr>"]
+    for r in sorted(rows, key=lambda r: (str(r["server"]), str(r["format"]), r.get("batch_size") or 0,
+                                         str(r.get("mode")), number(r.get("load")) or 0.0)):
+        cells = ""
+        for m in REPORT_METRICS:
+            value = number(r.get(m))
+            mark = r.get("status") == "ok" and value is not None and value == best.get(m)
+            cells += f"<td class='{'best' if mark else ''}'>{_fmt(value)}</td>"
+        status = f"<span class={_esc(r['status'])}>{_esc(r['status'])}</span>"
+        if r["status"] != "ok":
+            status += f"<br><small>{_esc(str(r.get('reason') or '')[:300])}</small>"
+        parts.append(f"<tr><td class=l>{_esc(r['server'])}</td><td class=l>{_esc(r['format'])}</td>"
+                     f"<td>{_fmt(r.get('batch_size'))}</td><td>{_esc(_load_text(r.get('mode'), r.get('load')))}</td>"
+                     f"{cells}<td>{_fmt(number(r.get('cv')))}</td><td>{_fmt(r.get('stable'))}</td>"
+                     f"<td class=l>{status}</td></tr>")
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def _point_text(point: dict | None) -> str:
+    if point is None:
+        return "–"
+    return (f"<b>{_esc(point['stack'])}</b><br><small>{_fmt(point['throughput_rps'])} {_unit('throughput_rps')}, "
+            f"p99 {_fmt(point['latency_ms_p99'])} ms at {_esc(_load_text(point['mode'], point['load']))}</small>")
+
+
+def _recommendation(rows: list[dict]) -> str:
+    records = recommend(rows)
+    parts = ["<h2 id=recommendation>Recommendation</h2>",
+             "<p class=note>For each model and p99 bound: the stack (server/format) with the highest throughput among "
+             "its ok load points whose p99 stays within the bound, the runner-up, and the margin in % of the "
+             "runner-up. <i>Beyond noise</i>: the two points' 95 % throughput intervals do not overlap, or without "
+             "intervals the difference exceeds 2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) of the windows' CV.</p>"]
+    if not records:
+        return "".join(parts) + "<p>No ok cell to recommend from.</p>"
+    parts.append("<table class=recommendation><tr><th class=l>model</th><th>batch</th><th>p99 bound</th>"
+                 "<th class=l>best stack</th><th class=l>runner-up</th><th>margin</th><th class=l>beyond noise</th>"
+                 "<th class=l>caveats</th></tr>")
+    for r in records:
+        bound = "no bound" if r["p99_bound_ms"] is None else f"≤ {r['p99_bound_ms']:g} ms"
+        if r["best"] is None:
+            parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td>{bound}</td>"
+                         f"<td class=l colspan=5>none of {r['stacks']} stacks meets it</td></tr>")
+            continue
+        margin = "only stack" if r["runner_up"] is None else (
+            f"+{r['margin_pct']:.1f} %" if r["margin_pct"] is not None else "–")
+        noise = {True: "yes", False: "no: within noise", None: "unknown (no spread published)"}[r["beyond_noise"]]
+        if r["runner_up"] is None:
+            noise = "–"
+        parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td>{bound}</td>"
+                     f"<td class=l>{_point_text(r['best'])}</td><td class=l>{_point_text(r['runner_up'])}</td>"
+                     f"<td>{margin}</td><td class=l>{noise}</td><td class=l>{_esc('; '.join(r['caveats']))}</td></tr>")
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def _change_cell(entry: dict | None, metric: str) -> str:
+    if not entry or entry.get("a") is None and entry.get("b") is None:
+        return "<td>–</td>"
+    text = f"{_fmt(entry['a'])} → {_fmt(entry['b'])}"
+    if entry.get("change_pct") is not None:
+        text += f" ({entry['change_pct']:+.1f} %)"
+    cls = ""
+    if entry.get("beyond_noise"):
+        cls, text = entry["direction"], text + f" <b>{'▲' if entry['direction'] == 'better' else '▼'}</b>"
+    elif entry.get("beyond_noise") is None and entry.get("change_pct") is not None:
+        text += " <small>(noise unknown)</small>"
+    return f"<td class='{cls}'>{text}</td>"
+
+
+def changes_table(changes: list[dict], metrics: tuple[str, ...] = ("throughput_rps", "latency_ms_p99")) -> str:
+    """The side-by-side table of `tasks.regress.compare.compare_rows` records."""
+    head = "".join(f"<th>{_esc(_label(m))} ({_esc(_unit(m))})</th>" for m in metrics)
+    parts = [f"<table class=changes><tr><th class=l>cell</th><th class=l>status</th>{head}<th class=l>verdict</th>"
+             "<th class=l>notes</th></tr>"]
+    for c in changes:
+        status = f"{_esc(c['status_a'] or '–')} → {_esc(c['status_b'] or '–')}"
+        cells = "".join(_change_cell(c["metrics"].get(m), m) for m in metrics)
+        parts.append(f"<tr><td class=l>{_esc(c['label'])}</td><td class=l>{status}</td>{cells}"
+                     f"<td class='l {_esc(c['verdict'])}'>{_esc(c['verdict'])}</td>"
+                     f"<td class=l>{_esc('; '.join(c['notes']))}</td></tr>")
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def _trend_plots(trend: dict) -> str:
+    nights = trend.get("nights") or []
+    ticks = [(float(i), str(n["logical_date"])[5:10]) for i, n in enumerate(nights)]
+    models = sorted({m for n in nights for m in n["models"]})
+    plots = []
+    for model in models:
+        for key, stack_key, metric in (("best_throughput_rps", "best_throughput_stack", "throughput_rps"),
+                                       ("best_p99_ms", "best_p99_stack", "latency_ms_p99")):
+            seen = [(i, n) for i, n in enumerate(nights) if n["models"].get(model, {}).get(key) is not None]
+            points = tuple((float(i), n["models"][model][key]) for i, n in seen)
+            labels = tuple(f"{n['run_id']} ({n['models'][model][stack_key]})" for _, n in seen)
+            what = "best throughput" if metric == "throughput_rps" else "best p99"
+            plots.append(line_chart(f"trend-{metric}", f"{model}: {what} of any stack, last {len(nights)} runs",
+                                    [Series(model, points, labels)], "run (logical date)",
+                                    f"{_label(metric)} ({_unit(metric)})", x_ticks=ticks))
+    return f"<div class=plots>{''.join(plots)}</div>"
+
+
+def _changes(trend: dict | None, regressions: dict) -> str:
+    parts = ["<h2 id=changes>Changes since the previous comparable run</h2>"]
+    if trend is None:
+        parts.append("<p>This run published no <code>trend.json</code> (it predates the trend).</p>")
+    else:
+        on = trend["comparable_on"]
+        versions = "; ".join(f"{s} {v}" for s, v in on["versions"]["servers"].items())
+        parts.append(f"<p class=note>Comparable: same suite (<b>{_esc(on['suite'] or 'none')}</b>), same host "
+                     f"(<code>{_esc(on['host'])}</code>), same pipeline version "
+                     f"({_esc(on['versions']['pipeline_version'])}) and server versions ({_esc(versions or '–')}). "
+                     "▲/▼: better/worse beyond noise (the rows' 95 % intervals, or 2 CVs, and at least the regression "
+                     "check's minimum change).</p>")
+        prev = trend.get("previous")
+        if prev:
+            parts.append(f"<p>Previous comparable run: <code>{_esc(prev['run_id'])}</code> of "
+                         f"{_esc(str(prev['logical_date'])[:19])} (status {_esc(prev['status'])}, git "
+                         f"<code>{_esc(str(prev['git_sha'])[:12])}</code>).</p>")
+        if trend.get("previous_note"):
+            parts.append(f"<p class=note>{_esc(trend['previous_note'])}.</p>")
+        changes = trend.get("changes") or []
+        if changes:
+            changed = [c for c in changes if c["verdict"] != "same"]
+            parts.append(f"<p>{len(changed)} of {len(changes)} cells changed beyond noise or in status "
+                         f"({sum(c['verdict'] == 'worse' for c in changes)} worse).</p>")
+            parts.append(changes_table(changes))
+        parts.append("<h3>Trend</h3>" + _trend_plots(trend))
+    flagged = [r for r in regressions.get("records", []) if r.get("verdict") == "regression"]
+    parts.append(f"<h3>Regressions against the history ({len(flagged)})</h3>")
+    if flagged:
+        parts.append("<table><tr><th class=l>where</th><th class=l>metric</th><th>baseline</th><th>tonight</th>"
+                     "<th>change</th><th class=l>method</th><th>earlier nights</th></tr>")
+        for r in flagged:
+            where = "/".join(str(r.get(k)) for k in ("model", "format", "server", "load") if r.get(k) is not None)
+            change = f"{r['change_pct']:+.1f} %" if r.get("change_pct") is not None else "–"
+            parts.append(f"<tr class=bad><td class=l>{_esc(where)}</td><td class=l>{_esc(r['metric'])}</td>"
+                         f"<td>{format_value(r['baseline'])} {_esc(r['unit'])}</td>"
+                         f"<td>{format_value(r['current'])} {_esc(r['unit'])}</td><td>{change}</td>"
+                         f"<td class=l>{_esc(r['method'])}</td><td>{_fmt(r.get('history_n'))}</td></tr>")
+        parts.append("</table>")
+    else:
+        judged = sum(r.get("verdict") != "no_history" for r in regressions.get("records", []))
+        parts.append(f"<p>None ({judged} figures judged against earlier nights on this host).</p>")
+    unconfirmed = [r for r in regressions.get("records", []) if r.get("verdict") == "unconfirmed"]
+    if unconfirmed:
+        parts.append(f"<p>{len(unconfirmed)} suspected regression(s) were re-measured and not confirmed "
+                     "(regressions.json says why, per record).</p>")
+    control = regressions.get("control") or {}
+    drift = (control.get("drift") or {}).get("throughput_rps") or {}
+    if drift.get("change_pct") is not None:
+        parts.append(f"<p>Control cell {_esc(str(control.get('name')))}: throughput {drift['change_pct']:+.1f} % "
+                     "against its own baseline (the host's drift).</p>")
+    return "".join(parts)
+
+
+def _planned_cells(plan: dict | None, rows: list[dict]) -> str:
+    parts = ["<h2 id=cells>Planned cells</h2>"]
+    if not plan:
+        return "".join(parts) + "<p>This run published no plan.json.</p>"
+    parts.append("<table class=cells><tr><th class=l>cell</th><th class=l>protocol</th><th>rows</th>"
+                 "<th class=l>status</th></tr>")
+    for session in plan.get("sessions", []):
+        for cell in session["cells"]:
+            found = rows_of(cell, rows)
+            statuses = ", ".join(f"{s} {sum(r['status'] == s for r in found)}"
+                                 for s in sorted({r["status"] for r in found}))
+            parts.append(f"<tr><td class=l><code>{_esc(cell['cell_id'])}</code></td>"
+                         f"<td class=l>{_esc(cell.get('protocol') or '')}</td><td>{len(found)}</td>"
+                         f"<td class=l>{_esc(statuses or 'no row')}</td></tr>")
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def _failures(rows: list[dict]) -> str:
+    bad = sorted((r for r in rows if r.get("status") != "ok"),
+                 key=lambda r: (str(r["status"]), str(r["model"]), str(r["server"]), str(r["format"]),
+                                number(r.get("load")) or 0.0))
+    parts = [f"<h2 id=failures>Failed and skipped cells ({len(bad)})</h2>"]
+    if not bad:
+        return "".join(parts) + "<p>None.</p>"
+    parts.append("<table><tr><th class=l>cell</th><th class=l>status</th><th class=l>reason</th></tr>")
+    for r in bad:
+        label = f"{r['model']}/{r['format']}/{r['server']} b{r.get('batch_size')} {_load_text(r['mode'], r['load'])}"
+        reason = _esc(str(r.get("reason") or "")[:REASON_CHARS])
+        parts.append(f"<tr><td class=l>{_esc(label)}</td><td class=l><span class={_esc(r['status'])}>"
+                     f"{_esc(r['status'])}</span></td><td class=l><pre>{reason}</pre></td></tr>")
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def _checks(parity: list[dict], rows: list[dict]) -> str:
+    parts = ["<h2 id=checks>Output checks</h2><h3>Parity of the converted artifacts</h3>"]
+    if parity:
+        parts.append("<table><tr><th class=l>model</th><th class=l>format</th><th class=l>reference</th>"
+                     "<th>worst error</th><th class=l>rule</th><th class=l>passed</th></tr>")
+        for p in sorted(parity, key=lambda p: (str(p["model"]), str(p["format"]))):
+            if p.get("max_err_ratio") is not None:
+                err, rule = format_value(float(p["max_err_ratio"])), "|a-b| / (atol + rtol·|b|), pass ≤ 1"
+            else:
+                err = f"{float(p['max_abs_err']):.3g}"
+                rule = f"max |a-b| ≤ atol {float(p['atol']):g} (rtol {p.get('rtol', '–')})"
+            passed = "yes" if p.get("passed") else "<span class=bad>no</span>"
+            parts.append(f"<tr><td class=l>{_esc(p['model'])}</td><td class=l>{_esc(p['format'])}</td>"
+                         f"<td class=l>{_esc(p.get('reference') or '–')}</td><td>{err}</td><td class=l>{rule}</td>"
+                         f"<td class=l>{passed}</td></tr>")
+        parts.append("</table>")
+    else:
+        parts.append("<p>No parity records.</p>")
+    parts.append("<h3>Served outputs before load</h3>")
+    sessions: dict[tuple, list[float]] = {}
+    for r in rows:
+        key = (str(r["model"]), str(r["format"]), str(r["server"]))
+        sessions.setdefault(key, [])
+        if number(r.get("served_err_ratio")) is not None:
+            sessions[key].append(number(r["served_err_ratio"]))
+    if not any(sessions.values()):
+        parts.append("<p class=note>This run recorded no served-output check "
+                     "(<code>served_err_ratio</code> empty).</p>")
+        return "".join(parts)
+    parts.append("<table><tr><th class=l>model</th><th class=l>format</th><th class=l>server</th>"
+                 "<th>worst |a-b| / (atol + rtol·|b|)</th><th class=l>pass ≤ 1</th></tr>")
+    for (model, fmt, server), ratios in sorted(sessions.items()):
+        worst = max(ratios) if ratios else None
+        verdict = "–" if worst is None else ("yes" if worst <= 1 else "<span class=bad>no</span>")
+        parts.append(f"<tr><td class=l>{_esc(model)}</td><td class=l>{_esc(fmt)}</td><td class=l>{_esc(server)}</td>"
+                     f"<td>{'–' if worst is None else format_value(worst)}</td><td class=l>{verdict}</td></tr>")
+    parts.append("</table>")
+    return "".join(parts)
+
+
+def _validation(validation: dict) -> str:
+    failed = validation.get("failed_expectations") or []
+    verdict = "passed" if validation.get("success") else "<span class=bad>failed</span>"
+    items = "".join(f"<li class=bad>{_esc(f)}</li>" for f in failed)
+    return f"<h2 id=validation>Validation</h2><p>Great Expectations: {verdict}.</p>" + (f"<ul>{items}</ul>" if items
+                                                                                        else "")
+
+
+def _provenance(run: dict, rows: list[dict], suite: str | None) -> str:
+    prov = run.get("provenance") or {}
+    host = prov.get("host") or {}
+    first = rows[0] if rows else {}
+    items = [("run id", run["run_id"]), ("logical date", run["logical_date"]), ("status", run["status"]),
+             ("suite", suite or "–"), ("git sha", prov.get("git_sha") or first.get("git_sha")),
+             ("pipeline version", prov.get("pipeline_version") or first.get("pipeline_version")),
+             ("results schema", first.get("schema_version")),
+             ("host", f"{host.get('hostname', first.get('hostname'))}: {host.get('cpu_model', first.get('cpu_model'))}"
+                      f" × {host.get('cpu_count', first.get('cpu_count'))}, GPU {host.get('gpu_name')}"
+                      f" (driver {host.get('gpu_driver')})")]
+    parts = ["<h2 id=provenance>Provenance</h2><table>"]
+    parts += [f"<tr><th class=l>{_esc(k)}</th><td class=l>{_esc(v)}</td></tr>" for k, v in items]
+    parts.append("</table><table><tr><th class=l>stack</th><th class=l>server version</th><th class=l>runtime image"
+                 "</th><th class=l>image kind</th><th class=l>engine</th><th class=l>protocol</th>"
+                 "<th class=l>config</th><th class=l>CPUs</th><th class=l>memory</th></tr>")
+    fields = ("server_version", "runtime_image", "runtime_image_kind", "engine", "protocol", "config_id",
+              "server_cpus", "server_memory")
+    seen = sorted({(stack_of(r), *[str(r.get(f) or "–") for f in fields]) for r in rows})
+    for entry in seen:
+        parts.append("<tr>" + "".join(f"<td class=l>{_esc(v)}</td>" for v in entry) + "</tr>")
+    parts.append("</table>")
+    config = prov.get("config")
+    if config:
+        parts.append(f"<h3>Run configuration</h3><pre>{_esc(json.dumps(config, indent=1, sort_keys=True))}</pre>")
+    return "".join(parts)
+
+
+def render_report(published: PublishedRun) -> str:
+    """The page, from `published` alone (same input, same bytes)."""
+    run, rows = published.run, published.rows
+    headline = headline_rows(rows)  # per stack: its best configuration when a search ran, else its default
+    suite = run_suite(run.get("provenance") or {}, rows)
+    counts = {s: sum(r.get("status") == s for r in rows) for s in ("ok", "failed", "skipped")}
+    planned = sum(len(s["cells"]) for s in (published.plan or {}).get("sessions", []))
+    verdict = "passed" if published.validation.get("success") else "<span class=bad>failed</span>"
+    host = (run.get("provenance") or {}).get("host") or (rows[0] if rows else {})
+    models = sorted({str(r["model"]) for r in headline})
+    nav = "".join(f"<a href='#{h}'>{t}</a>" for h, t in (
+        ("recommendation", "Recommendation"), *((f"model-{m}", m) for m in models), ("changes", "Changes"),
+        ("cells", "Cells"), ("failures", "Failures"), ("checks", "Output checks"), ("provenance", "Provenance")))
+    parts = [f"<!doctype html><html lang=en><head><meta charset='utf-8'>"
+             f"<title>Serving evaluation {_esc(run['run_id'])}</title><style>{STYLE}</style></head><body>",
+             f"<h1>Serving evaluation — {_esc(str(run['logical_date'])[:10])}</h1>",
+             f"<p>Run <code>{_esc(run['run_id'])}</code>, status <b>{_esc(run['status'])}</b>, suite "
+             f"<b>{_esc(suite or '–')}</b>: {planned} planned cells, {len(rows)} rows ({counts['ok']} ok, "
+             f"{counts['failed']} failed, {counts['skipped']} skipped), validation {verdict}. Host: "
+             f"{_esc(host.get('cpu_model'))} × {_esc(host.get('cpu_count'))}, GPU {_esc(host.get('gpu_name'))}.</p>",
+             f"<nav>{nav}</nav>", _recommendation(headline)]
+    for model in models:
+        model_rows = [r for r in headline if str(r["model"]) == model]
+        parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>{_model_plots(model, model_rows)}"
+                     f"{_model_table(model, model_rows)}</section>")
+    parts += [configurations_section(rows, published.tuning), engine_section(rows),
+              _changes(published.trend, published.regressions), _planned_cells(published.plan, rows),
+              _failures(rows), _checks(published.parity, rows), _validation(published.validation),
+              _provenance(run, rows, suite), "</body></html>"]
+    return "\n".join(parts)

@@ -1,0 +1,95 @@
+"""The article's "which should I choose", made of one run's numbers: per model, the best stack under a p99 bound.
+
+A stack is a server serving one format (`triton/onnx`). For each model and batch size and each bound of
+P99_BOUNDS_MS (None: no bound), a stack's figure is its highest throughput among its ok rows whose p99 stays
+within the bound (any load point of the run: the sweep's points, the listed loads, the rate search's rates).
+The best stack is the one with the highest such throughput; the margin to the runner-up is in percent of the
+runner-up, and `beyond_noise` says whether the two rows' own noise (`tasks.regress.compare.beyond_noise`) is smaller.
+"""
+
+from __future__ import annotations
+
+from tasks.core.metrics import number
+from tasks.regress.compare import beyond_noise
+
+P99_BOUNDS_MS: tuple[float | None, ...] = (10.0, 50.0, 200.0, None)
+
+
+def stack_of(row: dict) -> str:
+    return f"{row.get('server')}/{row.get('format')}"
+
+
+def ok_rows(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("status") == "ok" and number(r.get("throughput_rps")) is not None]
+
+
+def best_per_stack(rows: list[dict], p99_bound_ms: float | None = None) -> list[dict]:
+    """Each stack's highest-throughput ok row within the bound, best stack first (ties: lower p99, name)."""
+    best: dict[str, dict] = {}
+    for row in ok_rows(rows):
+        p99 = number(row.get("latency_ms_p99"))
+        if p99_bound_ms is not None and (p99 is None or p99 > p99_bound_ms):
+            continue
+        stack = stack_of(row)
+        if stack not in best or _rank(row) < _rank(best[stack]):
+            best[stack] = row
+    return sorted(best.values(), key=lambda r: (*_rank(r), stack_of(r)))
+
+
+def _rank(row: dict) -> tuple[float, float]:
+    p99 = number(row.get("latency_ms_p99"))
+    return (-(number(row.get("throughput_rps")) or 0.0), p99 if p99 is not None else float("inf"))
+
+
+def _point(row: dict) -> dict:
+    return {"stack": stack_of(row), "server": row.get("server"), "format": row.get("format"),
+            "mode": row.get("mode"), "load": number(row.get("load")),
+            "throughput_rps": number(row.get("throughput_rps")), "latency_ms_p99": number(row.get("latency_ms_p99")),
+            "cv": number(row.get("cv")), "stable": row.get("stable"),
+            "generator_saturated": row.get("generator_saturated")}
+
+
+def recommend(rows: list[dict], bounds: tuple[float | None, ...] = P99_BOUNDS_MS) -> list[dict]:
+    """One record per (model, batch size, bound): best stack, runner-up, margin and whether beyond noise."""
+    records = []
+    groups = sorted({(str(r.get("model")), int(r.get("batch_size") or 0)) for r in ok_rows(rows)})
+    for model, batch in groups:
+        group = [r for r in rows if str(r.get("model")) == model and int(r.get("batch_size") or 0) == batch]
+        stacks = len({stack_of(r) for r in ok_rows(group)})
+        for bound in bounds:
+            ranked = best_per_stack(group, bound)
+            record = {"model": model, "batch_size": batch, "p99_bound_ms": bound, "stacks": stacks,
+                      "meeting": len(ranked), "best": None, "runner_up": None, "margin_pct": None,
+                      "beyond_noise": None, "caveats": []}
+            if ranked:
+                top = ranked[0]
+                record["best"] = _point(top)
+                if top.get("stable") is False:
+                    record["caveats"].append("the best point was not stable")
+                if top.get("generator_saturated"):
+                    record["caveats"].append("the load generator may have set the pace")
+            if len(ranked) > 1:
+                top, runner = ranked[0], ranked[1]
+                record["runner_up"] = _point(runner)
+                top_rps, runner_rps = number(top.get("throughput_rps")) or 0.0, number(runner.get("throughput_rps"))
+                if runner_rps:
+                    record["margin_pct"] = 100.0 * (top_rps - runner_rps) / runner_rps
+                record["beyond_noise"] = beyond_noise("throughput_rps", runner, top)
+            records.append(record)
+    return records
+
+
+def efficiency(rows: list[dict]) -> list[dict]:
+    """Per model, batch size and stack, at the stack's highest-throughput point: throughput per busy CPU core
+    (throughput_rps / (server_cpu_pct / 100)) and the server's memory (RSS). Sorted by model, batch, stack."""
+    out = []
+    groups = sorted({(str(r.get("model")), int(r.get("batch_size") or 0)) for r in ok_rows(rows)})
+    for model, batch in groups:
+        group = [r for r in rows if str(r.get("model")) == model and int(r.get("batch_size") or 0) == batch]
+        for row in sorted(best_per_stack(group), key=stack_of):
+            cpu_pct, rps = number(row.get("server_cpu_pct")), number(row.get("throughput_rps"))
+            out.append({"model": model, "batch_size": batch, "stack": stack_of(row),
+                        "throughput_rps": rps, "server_cpu_pct": cpu_pct,
+                        "throughput_rps_per_core": rps / (cpu_pct / 100.0) if rps is not None and cpu_pct else None,
+                        "server_rss_mb": number(row.get("server_rss_mb"))})
+    return out

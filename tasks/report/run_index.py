@@ -1,0 +1,127 @@
+"""The index of published runs: what the reports page in the Airflow UI lists, read through the runs' manifests.
+
+    from tasks.report.run_index import list_runs, render_run_list, read_report
+    runs = list_runs(store)                      # newest first: status, suite, regression count, report path
+    page = render_run_list(runs, store.describe())
+    html = read_report(store, "dt=2026-11-28", "run_id=scheduled__2026-11-28T02_00_00")
+
+A run without a manifest (still being written, or abandoned) is not listed and its report is not served.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+from dataclasses import dataclass
+
+from tasks.core.errors import ServingEvalError
+from tasks.store.history import list_manifests
+from tasks.store.s3 import S3Store
+
+LISTED_STATUSES = ("complete", "partial", "failed")
+SUITE_COLUMN_SINCE = (1, 3)  # results schema that has the `suite` column
+DT_SEGMENT = re.compile(r"dt=\d{4}-\d{2}-\d{2}")
+RUN_SEGMENT = re.compile(r"run_id=[A-Za-z0-9._-]+")  # tasks.store.publish.safe_run_id's alphabet
+STATUS_COLOURS = {"complete": "#1a7f37", "partial": "#9a6700", "failed": "#cf222e"}
+
+
+class ReportNotFound(ServingEvalError, LookupError):
+    """No published run at that place, or the run has no report."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    logical_date: str
+    status: str
+    published_at: str
+    suite: str | None  # the manifest's provenance `config.suite`, else the results' `suite` column
+    regressions: int | None  # regressions.json `regressions`; None when the run has no regression record
+    report_path: str | None  # "runs/dt=.../run_id=.../report.html" under the store's prefix, when published
+
+
+def _schema(manifest: dict) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in str(manifest.get("schema_version", "0")).split("."))
+    except ValueError:
+        return (0,)
+
+
+def run_suite(store: S3Store, manifest: dict) -> str | None:
+    """The evaluation suite of a run: recorded in its provenance, else in its results (schema 1.3 and later)."""
+    suite = ((manifest.get("provenance") or {}).get("config") or {}).get("suite")
+    if suite:
+        return str(suite)
+    names = {o["name"] for o in manifest.get("objects", [])}
+    if _schema(manifest) < SUITE_COLUMN_SINCE or "results.parquet" not in names:
+        return None
+    import pandas as pd
+
+    frame = pd.read_parquet(io.BytesIO(store.get(f"{manifest['prefix']}/results.parquet")))
+    values = sorted({str(v) for v in frame.get("suite", pd.Series(dtype=object)).dropna() if str(v)})
+    return ", ".join(values) or None
+
+
+def run_regressions(store: S3Store, manifest: dict) -> int | None:
+    keys = {o["name"]: o["key"] for o in manifest.get("objects", [])}
+    if "regressions.json" not in keys:
+        return None
+    count = store.get_json(keys["regressions.json"]).get("regressions")
+    return int(count) if count is not None else None
+
+
+def summarize(store: S3Store, manifest: dict) -> RunSummary:
+    names = {o["name"] for o in manifest.get("objects", [])}
+    relative = manifest["prefix"].removeprefix(f"{store.key()}/")
+    return RunSummary(
+        run_id=manifest["run_id"], logical_date=manifest["logical_date"], status=manifest["status"],
+        published_at=manifest.get("published_at", ""), suite=run_suite(store, manifest),
+        regressions=run_regressions(store, manifest),
+        report_path=f"{relative}/report.html" if "report.html" in names else None)
+
+
+def list_runs(store: S3Store) -> list[RunSummary]:
+    """Every published run (complete, partial or failed), newest logical date first."""
+    return [summarize(store, m) for m in reversed(list_manifests(store, statuses=LISTED_STATUSES))]
+
+
+def read_report(store: S3Store, dt: str, run: str) -> bytes:
+    """The `report.html` of the run published under `runs/<dt>/<run>/`, found through its manifest."""
+    if not DT_SEGMENT.fullmatch(dt) or not RUN_SEGMENT.fullmatch(run):
+        raise ReportNotFound(f"runs/{dt}/{run}: not a run folder (expected dt=YYYY-MM-DD/run_id=<id>)")
+    prefix = store.key("runs", dt, run)
+    if not store.exists(f"{prefix}/manifest.json"):
+        raise ReportNotFound(f"no published run at s3://{store.bucket}/{prefix} (no manifest.json)")
+    manifest = store.get_json(f"{prefix}/manifest.json")
+    keys = {o["name"]: o["key"] for o in manifest.get("objects", [])}
+    if "report.html" not in keys:
+        raise ReportNotFound(f"run {manifest['run_id']} at s3://{store.bucket}/{prefix} has no report.html")
+    return store.get(keys["report.html"])
+
+
+PAGE_STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#1f2328}
+table{border-collapse:collapse}td,th{border-bottom:1px solid #d0d7de;padding:6px 12px;text-align:left}
+th{background:#f6f8fa}td.n{text-align:right}.status{font-weight:600}.muted{color:#656d76}"""
+
+
+def render_run_list(runs: list[RunSummary], where: str) -> str:
+    """The runs page: one row per run with its status, suite and regression count, linking its report.
+    Links are relative to the page (`runs/dt=.../report.html`), so the page works under any mount point."""
+    esc = html.escape
+    rows = []
+    for run in runs:
+        name = esc(run.run_id)
+        link = f"<a href='{esc(run.report_path)}'>{name}</a>" if run.report_path else f"{name} (no report)"
+        colour = STATUS_COLOURS.get(run.status, "#1f2328")
+        regressions = "–" if run.regressions is None else str(run.regressions)
+        rows.append(f"<tr class='run' data-run-id='{name}'><td>{esc(run.logical_date[:16].replace('T', ' '))}</td>"
+                    f"<td>{link}</td><td class='status' style='color:{colour}'>{esc(run.status)}</td>"
+                    f"<td>{esc(run.suite or '–')}</td><td class='n regressions'>{regressions}</td>"
+                    f"<td class='muted'>{esc(run.published_at[:19].replace('T', ' '))}</td></tr>")
+    body = "".join(rows) or "<tr><td colspan=6 class='muted'>No published runs yet.</td></tr>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Serving evaluations</title>"
+            f"<style>{PAGE_STYLE}</style></head><body><h1>Serving evaluations</h1>"
+            f"<p class='muted'>{len(runs)} published runs in {esc(where)}, newest first.</p>"
+            f"<table><thead><tr><th>Logical date (UTC)</th><th>Run</th><th>Status</th><th>Suite</th>"
+            f"<th>Regressions</th><th>Published (UTC)</th></tr></thead><tbody>{body}</tbody></table></body></html>")

@@ -1,0 +1,124 @@
+"""Runtime environments: one per `docker/<runtime>/` folder, built as a venv for local runs.
+
+In production a runtime is the container image built from `docker/<runtime>/Dockerfile`; locally the same
+`requirements.txt` is installed into a venv cached outside the repository, keyed by the file's SHA-256, so an
+unchanged runtime is never reinstalled. Builders on one host take a file lock, so two tasks that need the
+same runtime at once build it once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.core.errors import ConfigError, RuntimeBuildError
+from tasks.core.paths import DOCKER_DIR, REPO_ROOT, cache_root
+
+COMPLETE_MARKER = ".serving-eval-complete.json"
+PIP_INSTALL_TIMEOUT_S = 1800
+CREDENTIAL_PREFIXES = ("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AWS_", "AIRFLOW__DATABASE__", "AIRFLOW__CELERY__")
+
+
+def available_runtimes() -> list[str]:
+    return sorted(p.name for p in DOCKER_DIR.iterdir() if (p / "requirements.txt").is_file())
+
+
+@dataclass(frozen=True)
+class RuntimeEnv:
+    """A built runtime: its venv, and whether this call built it or found it in the cache."""
+
+    name: str
+    venv_dir: Path
+    requirements_sha256: str
+    built_now: bool
+    build_s: float
+
+    @property
+    def python(self) -> Path:
+        return self.venv_dir / "bin" / "python"
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.venv_dir / "bin"
+
+
+def requirements_path(name: str) -> Path:
+    path = DOCKER_DIR / name / "requirements.txt"
+    if not path.is_file():
+        raise ConfigError("runtime", name, f"must be one of {available_runtimes()}")
+    return path
+
+
+def requirements_sha256(name: str) -> str:
+    return hashlib.sha256(requirements_path(name).read_bytes()).hexdigest()
+
+
+def ensure_runtime(name: str, log=print) -> RuntimeEnv:
+    """Return the runtime's venv, building it first if the cache has no complete build of this file."""
+    req = requirements_path(name)
+    sha = requirements_sha256(name)
+    venvs = cache_root() / "venvs"
+    venvs.mkdir(parents=True, exist_ok=True)
+    venv_dir = venvs / f"{name}-{sha[:16]}"
+    marker = venv_dir / COMPLETE_MARKER
+    if marker.is_file():
+        return RuntimeEnv(name, venv_dir, sha, built_now=False, build_s=0.0)
+    with open(venvs / f"{name}-{sha[:16]}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another task may be building the same runtime right now
+        if marker.is_file():
+            return RuntimeEnv(name, venv_dir, sha, built_now=False, build_s=0.0)
+        started = time.monotonic()
+        log(f"runtime {name}: building venv {venv_dir} from {req.relative_to(REPO_ROOT)}")
+        shutil.rmtree(venv_dir, ignore_errors=True)  # a half-built venv from a crashed build
+        _build_venv(venv_dir, req)
+        build_s = time.monotonic() - started
+        marker.write_text(json.dumps({"runtime": name, "requirements_sha256": sha, "build_s": build_s}))
+        log(f"runtime {name}: built in {build_s:.1f} s")
+        return RuntimeEnv(name, venv_dir, sha, built_now=True, build_s=build_s)
+
+
+def _base_python() -> str:
+    # A venv made from inside another venv must start from the real interpreter, so runtimes do not
+    # depend on the orchestrator's venv.
+    return getattr(sys, "_base_executable", None) or sys.executable
+
+
+def _build_venv(venv_dir: Path, req: Path) -> None:
+    venv_dir.parent.mkdir(parents=True, exist_ok=True)
+    log_path = venv_dir.parent / f"{venv_dir.name}.build.log"
+    steps = [
+        [_base_python(), "-m", "venv", str(venv_dir)],
+        [str(venv_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
+        [str(venv_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", "-r", str(req)],
+    ]
+    with open(log_path, "w") as log_file:
+        for argv in steps:
+            log_file.write(f"$ {' '.join(argv)}\n")
+            log_file.flush()
+            proc = subprocess.run(argv, stdout=log_file, stderr=subprocess.STDOUT, timeout=PIP_INSTALL_TIMEOUT_S)
+            if proc.returncode != 0:
+                shutil.rmtree(venv_dir, ignore_errors=True)
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeBuildError(f"building runtime venv {venv_dir.name} failed at {argv[2:]}:\n{tail}")
+
+
+def runtime_env_vars(env: RuntimeEnv, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a process in this runtime: its venv first on PATH, the repository importable, and none of
+    the orchestrator's credentials (Airflow connections and variables, AWS keys): servers and converters never
+    need them, and a server that prints its environment must not publish a secret in its log."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("PYTHON", "VIRTUAL_ENV", *CREDENTIAL_PREFIXES)) and "SECRET" not in k.upper()}
+    base["PATH"] = f"{env.bin_dir}{os.pathsep}{base.get('PATH', '')}"
+    base["VIRTUAL_ENV"] = str(env.venv_dir)
+    base["PYTHONPATH"] = str(REPO_ROOT)
+    base["PYTHONUNBUFFERED"] = "1"
+    base.update(extra or {})
+    return base

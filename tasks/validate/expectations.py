@@ -1,0 +1,94 @@
+"""Validation of a run's results and parity records with Great Expectations (ephemeral, suites in code).
+
+The load generator records; this judges. The JSON result is published as `validation.json`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tasks.core.results import CELL_KEY, COLUMNS, KEY_COLUMNS, SCHEMA_VERSION, STATUSES
+
+OK_ROWS = 'status=="ok"'
+PARITY_COLUMNS = ["model", "format", "max_abs_err", "max_rel_err", "atol", "rtol", "passed"]
+LATENCY_ORDER = ("latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_max")
+
+
+def results_expectations(expected_rows: int) -> list:
+    import great_expectations.expectations as gxe
+
+    ok = {"row_condition": OK_ROWS, "condition_parser": "pandas"}
+    exps = [
+        gxe.ExpectTableColumnsToMatchOrderedList(column_list=list(COLUMNS)),
+        gxe.ExpectTableRowCountToEqual(value=expected_rows),
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=list(CELL_KEY)),
+        gxe.ExpectColumnValuesToBeInSet(column="status", value_set=list(STATUSES)),
+        gxe.ExpectColumnValuesToBeInSet(column="schema_version", value_set=[SCHEMA_VERSION]),
+        gxe.ExpectColumnValuesToBeBetween(column="error_rate", min_value=0, max_value=1),
+        gxe.ExpectColumnValuesToBeBetween(column="startup_s", min_value=0),
+        gxe.ExpectColumnValuesToBeBetween(column="throughput_rps", min_value=0, strict_min=True, **ok),
+        gxe.ExpectColumnValuesToNotBeNull(column="throughput_rps", **ok),
+        gxe.ExpectColumnValuesToNotBeNull(column="latency_ms_p50", **ok),
+        gxe.ExpectColumnValuesToNotBeNull(column="latency_ms_p99", **ok),
+        gxe.ExpectColumnValuesToNotBeNull(column="reason", row_condition='status!="ok"', condition_parser="pandas"),
+    ]
+    exps += [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in KEY_COLUMNS]
+    exps += [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=hi, column_B=lo, or_equal=True, **ok)
+             for lo, hi in zip(LATENCY_ORDER, LATENCY_ORDER[1:], strict=False)]
+    return exps
+
+
+def parity_expectations(served: list[tuple[str, str]]) -> list:
+    import great_expectations.expectations as gxe
+
+    exps = [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in ("model", "format", "max_abs_err", "passed")]
+    exps.append(gxe.ExpectColumnValuesToBeBetween(column="max_abs_err", min_value=0))
+    if served:  # every artifact that a server served must have passed parity
+        condition = " or ".join(f'(model=="{m}" and format=="{f}")' for m, f in served)
+        exps.append(gxe.ExpectColumnValuesToBeInSet(column="passed", value_set=[True], row_condition=condition,
+                                                    condition_parser="pandas"))
+    return exps
+
+
+def _run_suite(context: Any, name: str, frame: Any, expectations: list) -> dict:
+    import great_expectations as gx
+
+    batch = (context.data_sources.add_pandas(name).add_dataframe_asset(name)
+             .add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": frame}))
+    suite = gx.ExpectationSuite(name=name)
+    for exp in expectations:
+        suite.add_expectation(exp)
+    return batch.validate(suite).to_json_dict()
+
+
+def _describe(config: dict) -> str:
+    """`type column` or `type column_A >= column_B`: which rule on which columns."""
+    kwargs = config["kwargs"]
+    if "column_A" in kwargs:
+        return f"{config['type']} {kwargs['column_A']} >= {kwargs['column_B']}"
+    return f"{config['type']} {kwargs.get('column', '')}".strip()
+
+
+def validate_run(results_frame: Any, parity: list[dict], expected_rows: int) -> dict:
+    """Validate the results table and parity records; return a JSON-ready record with `success`."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+    import pandas as pd
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = {"globally": False}
+    frame = results_frame.astype(object).where(results_frame.notna(), None)  # GX handles None, not pd.NA
+    results = _run_suite(context, "results", frame, results_expectations(expected_rows))
+    served = sorted({(r, f) for r, f, s in zip(frame["model"], frame["format"], frame["status"], strict=True)
+                     if s == "ok"})
+    parity_frame = pd.DataFrame(parity, columns=PARITY_COLUMNS)
+    parity_result = _run_suite(context, "parity", parity_frame, parity_expectations(served)) if len(parity_frame) else {
+        "success": not served, "results": [], "note": "no parity records"}
+    failed = [f"{suite}: {_describe(r['expectation_config'])}"
+              for suite, res in (("results", results), ("parity", parity_result)) for r in res["results"]
+              if not r["success"]]
+    return {
+        "schema_version": SCHEMA_VERSION, "success": bool(results["success"] and parity_result["success"]),
+        "failed_expectations": failed, "results": results, "parity": parity_result,
+    }
