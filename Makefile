@@ -28,7 +28,7 @@ demo: venv
 ## test: the whole suite (unit, integration against real servers and containers, real DAG runs, moto S3), with a
 ## Docker engine for its length: started when none answers (and stopped by its PID after), images built or reused
 test: venv lint
-	$(PY) -m tasks.runtimes.docker_engine run -- $(PY) -m pytest -q -ra tests
+	$(PY) -m tasks.cli engine run -- $(PY) -m pytest -q -ra tests
 
 test-fast: venv
 	$(PY) -m pytest -q -ra -m "not integration and not slow" tests
@@ -39,19 +39,19 @@ lint: venv
 ## engine: install Docker (Debian's docker.io) and debootstrap when missing, start dockerd unless an engine answers
 engine: venv
 	docker/install-engine.sh
-	$(PY) -m tasks.runtimes.docker_engine start
+	$(PY) -m tasks.cli engine start
 
 ## engine-stop: stop the dockerd that `make engine` started (by its recorded PID; an engine started otherwise stays)
 engine-stop: venv
-	$(PY) -m tasks.runtimes.docker_engine stop
+	$(PY) -m tasks.cli engine stop
 
 ## images: build (or reuse) the serving runtimes' images on the project's Debian base (an engine for its length)
 images: venv
-	$(PY) -m tasks.runtimes.docker_engine run -- $(PY) -m tasks.runtimes.images build
+	$(PY) -m tasks.cli engine run -- $(PY) -m tasks.cli images build
 
 ## compose-env: build (or reuse) the deployment's images (airflow, postgres, redis) and write docker/compose.env
 compose-env: venv
-	$(PY) -m tasks.runtimes.docker_engine run -- $(PY) -m tasks.runtimes.images compose-env
+	$(PY) -m tasks.cli engine run -- $(PY) -m tasks.cli images compose-env
 
 ## airflow: the Airflow UI on http://127.0.0.1:8080 with the DAG loaded (see README: log-in, trigger form)
 airflow: venv

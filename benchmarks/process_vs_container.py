@@ -35,15 +35,16 @@ def measure_round(launcher_name: str, server_name: str, artifact, spec, budget, 
     from tasks.serve.launchers import get_launcher
     from tasks.serve.options import ServingOptions
     from tasks.serve.servers import get_server
-    from tasks.serve.session import server_session
+    from tasks.serve.session import SessionSettings, server_session
 
     server = get_server(server_name, ServingOptions(cpus=budget.cpu_count))
     settings = LoadSettings(mode="concurrency", load=concurrency, batch_size=1, duration_s=duration_s,
                             warmup_s=WARMUP_S, window_s=WINDOW_S)
     workdir = Path(tempfile.mkdtemp(prefix="serving-eval-bench-load-"))
     try:
-        with server_session(server, artifact, spec, get_launcher(launcher_name), run_id="bench-process-vs-container",
-                            cell_id=f"bench-{launcher_name}", log_dir=log_dir, cpus=budget.cpus) as live:
+        with server_session(server, artifact, spec, get_launcher(launcher_name),
+                            SessionSettings(run_id="bench-process-vs-container", session_id=f"bench-{launcher_name}",
+                                            log_dir=log_dir, cpus=budget.cpus)) as live:
             with sampler_for(live.handle) as sampler:
                 measurement, _ = run_load_point(live.endpoint, spec, settings, workdir, cpus=budget.generator_cpus)
             return {"rps": measurement.throughput_rps, "p99_ms": measurement.latency_ms_p99,

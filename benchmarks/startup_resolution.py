@@ -36,7 +36,8 @@ def start_once(server_name: str, artifact, spec, log_dir: Path, policy: str) -> 
         session.ready_poll_interval = lambda waited_s: FIXED_POLL_S
     try:
         with session.server_session(get_server(server_name), artifact, spec, ProcessLauncher(),
-                                    run_id="bench-startup", cell_id=f"startup-{policy}", log_dir=log_dir) as live:
+                                    session.SessionSettings(run_id="bench-startup", session_id=f"startup-{policy}",
+                                                            log_dir=log_dir)) as live:
             return live.startup_s
     finally:
         session.ready_poll_interval = fine

@@ -4,7 +4,9 @@
     -> collect_results -> validate_step -> regress_step -> confirm_step (re-measures suspects, one server at a
     time) -> publish_step -> check_outcome
 
-Inputs and outputs are JSON-ready dicts, so they travel through XCom unchanged.
+Inputs and outputs are JSON-ready dicts, so they travel through XCom unchanged. The plan step resolves the run's
+configuration once (suite values included) and writes it, with the sessions and their cells, into `started`; every
+later step reads the plan back from there (`run_plan`) and never resolves the Params again.
 """
 
 from __future__ import annotations
@@ -15,20 +17,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tasks.convert import ConversionSkipped, convert
+from tasks.convert.sources import resolve_source
 from tasks.core.errors import ConfigError, ServingEvalError
 from tasks.core.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint
 from tasks.core.paths import CACHE_ENV, run_dir
 from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.core.spec import load_spec
-from tasks.measure.session import not_measured
-from tasks.plan.cells import expected_rows, make_plan, rows_of
+from tasks.measure.session import measure_session, not_measured
+from tasks.plan.cells import Plan, Session, expected_rows, make_plan, rows_of
 from tasks.plan.config import RunConfig
+from tasks.plan.hosts import check_worker_host, sessions_of
+from tasks.regress.check import judge_run
+from tasks.regress.confirm import confirm_run, merge_confirmations
 from tasks.report.page import PublishedRun, render_report
 from tasks.report.trend import build_trend
 from tasks.runtimes import interrupts
 from tasks.serve.launchers import LAUNCHERS
 from tasks.store.publish import publish_run
 from tasks.store.s3 import ConnectionFields, S3Store
+from tasks.validate.expectations import validate_run
 
 
 class RunFailed(ServingEvalError):
@@ -43,13 +50,17 @@ def result_store(config: RunConfig, conn: ConnectionFields) -> S3Store:
     return S3Store(config.s3_bucket, config.s3_prefix, conn, sse=config.s3_sse, kms_key_id=config.s3_kms_key_id)
 
 
+def run_plan(started: dict) -> Plan:
+    """The plan as the plan step resolved it (config, conversions, sessions), read back from its output."""
+    return Plan.from_dict(started)
+
+
 def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionFields) -> dict:
     """The plan step: check every input that can be checked without converting (Params and their cross-field
     rules, model specs, bring-your-own source files: presence, shape, `sha256`), the work folder and the store,
     then expand the plan. Bad input raises here, naming the model and field; nothing is converted or started."""
-    config = RunConfig.from_params(params)
-    plan = make_plan(config)
-    check_sources(config, conn)
+    plan = plan_run(params, conn)
+    config = plan.config
     directory = prepare_run_dir(run_id)
     result_store(config, conn).check()
     run = {
@@ -59,11 +70,18 @@ def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionF
     return {"run": run, **plan.to_dict()}
 
 
+def plan_run(params: dict, conn: ConnectionFields) -> Plan:
+    """Every check of the run's inputs that needs no work folder and no store (the Params and their cross-field
+    rules, model specs, bring-your-own source files: presence, shape, `sha256`), then the plan. `tasks.cli plan`
+    calls this too, so a dry run refuses exactly what a run refuses."""
+    plan = make_plan(RunConfig.from_params(params))
+    check_sources(plan.config, conn)
+    return plan
+
+
 def check_sources(config: RunConfig, conn: ConnectionFields) -> None:
     """Every bring-your-own source file is there, has its format's shape and, when pinned, its `sha256`
     (an s3:// file is fetched through the run's connection into the source cache the conversion then uses)."""
-    from tasks.convert.sources import resolve_source
-
     for model in config.models:
         spec = load_spec(model)
         if spec.source_file:
@@ -106,28 +124,24 @@ def convert_step(conversion: dict, log=print, conn: ConnectionFields | None = No
 
 def convert_in_run(conversion: dict, started: dict, conn: ConnectionFields, log=print) -> dict:
     """`convert_step` with the run's connection (s3:// sources) and, with share_artifacts, its store."""
-    config = RunConfig.from_params(started["config"])
+    config = run_plan(started).config
     store = result_store(config, conn) if config.share_artifacts else None
     return convert_step(conversion, log=log, conn=conn, store=store)
 
 
 def measure_in_run(session: dict, conversions: list[dict], started: dict, conn: ConnectionFields | None) -> dict:
-    """One server session as a measuring task runs it: on the host it was planned on (checked in a multi-host
-    deployment), fetching artifacts converted elsewhere through the store (share_artifacts)."""
-    from tasks.measure.session import measure_session
-    from tasks.plan.hosts import check_worker_host
-
-    if session.get("host"):
-        check_worker_host(session["host"])
-    config = RunConfig.from_params(started["config"])
+    """One server session (as planned, a dict) as a measuring task runs it: on the host it was planned on (checked
+    in a multi-host deployment), fetching artifacts converted elsewhere through the store (share_artifacts)."""
+    planned = Session.from_dict(session)
+    if planned.host:
+        check_worker_host(planned.host)
+    config = run_plan(started).config
     store = result_store(config, conn) if config.share_artifacts and conn is not None else None
-    return measure_session(session, conversions, started["run"], config, store=store)
+    return measure_session(planned, conversions, started["run"], config, store=store)
 
 
 def host_sessions(started: dict, host: str) -> list[dict]:
     """The sessions planned on `host`: what its measuring task is mapped over (empty: it is skipped)."""
-    from tasks.plan.hosts import sessions_of
-
     return sessions_of(started["sessions"], host)
 
 
@@ -141,11 +155,10 @@ def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
             timelines += out.get("timelines") or [out["timeline"]]
             if out.get("tuning"):
                 tuning.append(out["tuning"])
-    for session in started["sessions"]:
-        for cell in session["cells"]:
-            if not rows_of(cell, rows):
-                reason = "the server session task failed before returning results"
-                rows.append(not_measured(run, cell, "failed", reason))
+    for cell in run_plan(started).cells:
+        if not rows_of(cell, rows):
+            reason = "the server session task failed before returning results"
+            rows.append(not_measured(run, cell, "failed", reason))
     finished = now_iso()
     for row in rows:
         row["finished_at"] = finished
@@ -153,19 +166,15 @@ def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
 
 
 def validate_step(started: dict, collected: dict, conversions: list[dict]) -> dict:
-    from tasks.validate.expectations import validate_run
-
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
-    expected = expected_rows(started["sessions"], collected["rows"])  # a sweep cell: one row per measured point
+    expected = expected_rows(run_plan(started).sessions, collected["rows"])  # a sweep cell: one row per measured point
     return validate_run(to_frame(collected["rows"]), parity, expected)
 
 
 def regress_step(started: dict, collected: dict, conversions: list[dict], conn: ConnectionFields) -> dict:
     """Compare tonight's figures with the history in the store (same cell key, same host, earlier logical dates,
     exclusions left out); suspected regressions still need `confirm_step`."""
-    from tasks.regress.check import judge_run
-
-    config = RunConfig.from_params(started["config"])
+    config = run_plan(started).config
     parity_now = [c["parity"] for c in conversions if c and c.get("parity")]
     return judge_run(result_store(config, conn), started["run"], collected["rows"], parity_now, config)
 
@@ -174,22 +183,16 @@ def confirm_step(started: dict, conversions: list[dict], regressions: dict, host
                  conn: ConnectionFields | None = None) -> dict:
     """Re-measure every suspected regression (fresh sessions, with the control cell) before it is published; with
     `host`, the suspects measured on that host, on it."""
-    from tasks.regress.confirm import confirm_run
-
     store = None
     if host is not None:
-        from tasks.plan.hosts import check_worker_host
-
         check_worker_host(host)
-        config = RunConfig.from_params(started["config"])
+        config = run_plan(started).config
         store = result_store(config, conn) if config.share_artifacts and conn is not None else None
     return confirm_run(started, conversions, regressions, host=host, store=store)
 
 
 def merge_confirmed(regressions: dict, confirmed: list[dict | None]) -> dict:
     """The regression record as published: the per-host confirmations put together (tasks/regress/confirm.py)."""
-    from tasks.regress.confirm import merge_confirmations
-
     return merge_confirmations(regressions, list(confirmed))
 
 
@@ -211,7 +214,7 @@ def failed_rows(rows: list[dict]) -> list[dict]:
 def publish_step(started: dict, collected: dict, conversions: list[dict], validation: dict,
                  conn: ConnectionFields, regressions: dict | None = None) -> dict:
     """Write the run folder to the store (manifest last, latest after) and return a short summary."""
-    config = RunConfig.from_params(started["config"])
+    config = run_plan(started).config
     run = started["run"]
     frame = to_frame(collected["rows"])
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
@@ -315,8 +318,6 @@ def sweep_host(run_id: str | None = None, host: str | None = None) -> int:
     """A measuring host's sweep (setup: crashed runs' servers; teardown: this run's servers and work folder), run
     on that host's queue (tasks/plan/hosts.py)."""
     if host is not None:
-        from tasks.plan.hosts import check_worker_host
-
         check_worker_host(host)
     swept = sweep_leftovers(run_id)
     if run_id is not None:
@@ -333,17 +334,15 @@ def run_pipeline(params: dict, *, run_id: str, logical_date: str, conn: Connecti
 
     Server sessions run one after another; leftovers of crashed runs are swept before, this run's after.
     """
-    from tasks.measure.session import measure_session
-
     sweep_leftovers()
     try:
         started = start_run(params, run_id=run_id, logical_date=logical_date, conn=conn)
-        config = RunConfig.from_params(started["config"])
-        converted = [convert_in_run(c, started, conn) for c in started["conversions"]]
+        plan = run_plan(started)
+        converted = [convert_in_run(c, started, conn) for c in plan.conversions]
         measured = []
-        for session in started["sessions"]:
+        for session in plan.sessions:
             interrupts.check()  # a stop whose KeyboardInterrupt was lost must not reach the publish step
-            measured.append(measure_session(session, converted, started["run"], config))
+            measured.append(measure_session(session, converted, started["run"], plan.config))
         collected = collect_results(started, measured)
         validation = validate_step(started, collected, converted)
         regressions = confirm_step(started, converted, regress_step(started, collected, converted, conn))

@@ -230,7 +230,7 @@ def celery_cluster(hosts: dict[str, dict], extra_env: dict[str, str]):
             cluster = Cluster(env, workdir, f"http://127.0.0.1:{api_port}", db)
             stack.callback(lambda: [stop_group(p) for p in reversed(list(cluster.processes.values()))])
             cluster.airflow("db", "migrate", timeout_s=600)
-            from tasks.cli.main import create_pools
+            from tasks.cli.local import create_pools
 
             create_pools(env)
             api = _start(cluster, "api-server", [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port",

@@ -136,13 +136,14 @@ def serve_and_check(server, artifact: Artifact, spec: ModelSpec, log_dir: Path, 
     """One real session: ready, version, batch 1 and 4 through the server's codec against `references`
     (batch size -> outputs), loopback-only listeners; then nothing left: processes, ports, workdir, shm."""
     from tasks.serve.launchers.process import ProcessLauncher
-    from tasks.serve.session import server_session
+    from tasks.serve.session import SessionSettings, server_session
 
     shm_before = shm_entries()
     seen: dict = {}
     cell_id = f"{server.name}-{artifact.format}"
-    with server_session(server, artifact, spec, ProcessLauncher(), run_id="test", cell_id=cell_id, log_dir=log_dir,
-                        ready_timeout_s=ready_timeout_s) as live:
+    with server_session(server, artifact, spec, ProcessLauncher(),
+                        SessionSettings(run_id="test", session_id=cell_id, log_dir=log_dir,
+                                        ready_timeout_s=ready_timeout_s)) as live:
         seen.update(handle=live.handle, ports=dict(live.endpoint.ports), startup_s=live.startup_s)
         assert server.is_ready(live.endpoint)
         assert live.server_version == expected_version

@@ -86,9 +86,10 @@ def test_skipped_conversion_skips_its_cells():
     cell = {"cell_id": "c", "model": "tiny-cnn", "format": "tensorrt", "server": "triton", "launcher": "process",
             "device": "gpu", "batch_size": 1, "mode": "concurrency", "load": 1.0}
     session = {"session_id": "s", "server": "triton", "model": "tiny-cnn", "format": "tensorrt", "cells": [cell]}
+    from tasks.plan.cells import Session
     from tasks.plan.config import RunConfig
 
-    rows = measure_session(session, [converted], run, config=RunConfig())["rows"]
+    rows = measure_session(Session.from_dict(session), [converted], run, config=RunConfig())["rows"]
     assert [(r["status"], r["reason"][:len(SKIP_REASON)]) for r in rows] == [("skipped", SKIP_REASON)]
 
 

@@ -143,9 +143,10 @@ def test_a_server_over_its_memory_limit_fails_saying_so(mlp_onnx, mlp_spec, log_
     by what. (24 MB, given to the launcher directly: the custom service starts even within the Param's 64m floor.)"""
     from tasks.core.errors import ServerStartError
     from tasks.serve.servers import get_server
-    from tasks.serve.session import server_session
+    from tasks.serve.session import SessionSettings, server_session
 
     with pytest.raises(ServerStartError, match="OOM killer: memory limit 24 MB, Param server_memory"):
-        with server_session(get_server("custom"), mlp_onnx, mlp_spec, DockerLauncher(), run_id="test-docker-oom",
-                            cell_id="docker-oom", log_dir=log_dir, memory="24m", ready_timeout_s=60):
+        with server_session(get_server("custom"), mlp_onnx, mlp_spec, DockerLauncher(),
+                            SessionSettings(run_id="test-docker-oom", session_id="docker-oom", log_dir=log_dir,
+                                            memory="24m", ready_timeout_s=60)):
             pass

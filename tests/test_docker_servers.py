@@ -13,7 +13,7 @@ from tasks.convert.parity import load_reference
 from tasks.serve.launchers.docker import LOOPBACK, DockerLauncher
 from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
-from tasks.serve.session import server_session
+from tasks.serve.session import SessionSettings, server_session
 from tests.helpers import infer_and_check
 
 pytestmark = pytest.mark.integration
@@ -44,8 +44,9 @@ def test_stack_serves_from_its_image(server_name, fmt, version, request, mlp_spe
     server = get_server(server_name, ServingOptions(cpus=1))
     launcher = DockerLauncher()
     cell_id = f"docker-{server_name}-{fmt}"
-    with server_session(server, artifact, mlp_spec, launcher, run_id="test-docker-servers", cell_id=cell_id,
-                        log_dir=log_dir, ready_timeout_s=120, cpus=(psutil.cpu_count() - 1,), memory="2g") as live:
+    with server_session(server, artifact, mlp_spec, launcher,
+                        SessionSettings(run_id="test-docker-servers", session_id=cell_id, log_dir=log_dir,
+                                        ready_timeout_s=120, cpus=(psutil.cpu_count() - 1,), memory="2g")) as live:
         assert server.is_ready(live.endpoint)
         assert live.server_version == version
         image = project_images[server.runtime]
@@ -76,8 +77,9 @@ def test_running_container_exposure(mlp_onnx, mlp_spec, log_dir, project_images,
     """Ports on 127.0.0.1 only, not privileged, no host network, no Docker socket inside, model mount read-only."""
     client = no_docker_leftovers
     launcher = DockerLauncher()
-    with server_session(get_server("custom"), mlp_onnx, mlp_spec, launcher, run_id="test-docker-exposure",
-                        cell_id="docker-exposure", log_dir=log_dir, ready_timeout_s=120) as live:
+    with server_session(get_server("custom"), mlp_onnx, mlp_spec, launcher,
+                        SessionSettings(run_id="test-docker-exposure", session_id="docker-exposure", log_dir=log_dir,
+                                        ready_timeout_s=120)) as live:
         container = client.containers.get(live.handle.container_id)
         attrs = container.attrs
         host = attrs["HostConfig"]

@@ -54,13 +54,11 @@ def test_run_config_refuses_an_unknown_host_naming_the_field(monkeypatch):
 
 def test_sessions_are_spread_longest_first_to_the_least_loaded_host_the_same_way_every_time():
     costs = {"a": 50, "b": 40, "c": 30, "d": 20, "e": 10}
-    sessions = [{"session_id": s} for s in "abcde"]
-    assign_hosts(sessions, ("h1", "h2"), lambda s: costs[s["session_id"]])
-    placed = {s["session_id"]: s["host"] for s in sessions}
+    hosts = assign_hosts(list(costs.values()), ("h1", "h2"))
+    placed = dict(zip(costs, hosts, strict=True))
     assert placed == {"a": "h1", "b": "h2", "c": "h2", "d": "h1", "e": "h1"}  # h1: 80 s, h2: 70 s
-    again = [{"session_id": s} for s in "abcde"]
-    assign_hosts(again, ("h1", "h2"), lambda s: costs[s["session_id"]])
-    assert [s["host"] for s in again] == [s["host"] for s in sessions]
+    assert assign_hosts(list(costs.values()), ("h1", "h2")) == hosts
+    sessions = [{"session_id": s, "host": h} for s, h in placed.items()]
     assert [s["session_id"] for s in sessions_of(sessions, "h2")] == ["b", "c"]
 
 
@@ -70,9 +68,9 @@ def test_the_plan_spreads_its_sessions_over_the_run_hosts(monkeypatch):
 
     monkeypatch.setenv("SERVING_EVAL_HOSTS", "gpu-a,cpu-b")
     plan = make_plan(RunConfig.from_params({"suite": "smoke", "formats": ["onnx", "torchscript"]}))
-    assert {s["host"] for s in plan.sessions} == {"gpu-a", "cpu-b"}
+    assert {s.host for s in plan.sessions} == {"gpu-a", "cpu-b"}
     plan = make_plan(RunConfig.from_params({"suite": "smoke", "formats": ["onnx", "torchscript"], "hosts": ["cpu-b"]}))
-    assert {s["host"] for s in plan.sessions} == {"cpu-b"}
+    assert {s.host for s in plan.sessions} == {"cpu-b"}
 
 
 def test_a_worker_refuses_a_session_planned_on_another_host():

@@ -93,11 +93,11 @@ def test_unsupported_dtype_names_input_and_rule():
 
 def test_protocol_grpc_is_planned_for_grpc_servers_and_refused_for_others():
     plan = make_plan(RunConfig.from_params({"servers": ["triton", "kserve"], "protocol": "grpc"}))
-    assert {c["protocol"] for s in plan.sessions if s.get("role") != "control" for c in s["cells"]} == {
+    assert {c.protocol for s in plan.sessions if s.role != "control" for c in s.cells} == {
         "kserve_v2_grpc"}
-    assert [s["cells"][0]["protocol"] for s in plan.sessions if s.get("role") == "control"] == ["kserve_v2_rest"]
+    assert [s.cells[0].protocol for s in plan.sessions if s.role == "control"] == ["kserve_v2_rest"]
     no_control = RunConfig.from_params({"servers": ["triton"], "control_cell": "none"})
-    assert {c["protocol"] for c in make_plan(no_control).cells} == {"kserve_v2_rest"}
+    assert {c.protocol for c in make_plan(no_control).cells} == {"kserve_v2_rest"}
     with pytest.raises(ConfigError, match="protocol='grpc': server 'custom' has no KServe v2 gRPC endpoint"):
         make_plan(RunConfig.from_params({"servers": ["triton", "custom"], "protocol": "grpc"}))
     with pytest.raises(ConfigError, match="protocol='http2'"):
@@ -123,12 +123,13 @@ def triton_grpc(mlp_onnx, mlp_spec, tmp_path_factory):
 
     from tasks.serve.launchers.process import ProcessLauncher
     from tasks.serve.servers.triton import TritonServer
-    from tasks.serve.session import server_session
+    from tasks.serve.session import SessionSettings, server_session
 
     server = TritonServer()
     log_dir = tmp_path_factory.mktemp("logs")
-    with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(), run_id="test-loadgen-grpc",
-                        cell_id="loadgen-triton-grpc", log_dir=log_dir, ready_timeout_s=READY_TIMEOUT_S) as live:
+    with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(),
+                        SessionSettings(run_id="test-loadgen-grpc", session_id="loadgen-triton-grpc", log_dir=log_dir,
+                                        ready_timeout_s=READY_TIMEOUT_S)) as live:
         yield server, live, replace(live.endpoint, port=live.endpoint.ports["grpc"], protocol=server.grpc_protocol)
 
 

@@ -18,7 +18,7 @@ from tasks.loadgen.settings import LoadSettings
 from tasks.runtimes.ports import free_port
 from tasks.serve.base import Endpoint
 from tasks.serve.launchers.process import ProcessLauncher
-from tasks.serve.session import server_session
+from tasks.serve.session import SessionSettings, server_session
 
 pytestmark = pytest.mark.integration
 READY_TIMEOUT_S = 90.0
@@ -70,8 +70,9 @@ def _check_counts(measurement, settings: LoadSettings) -> None:
 def test_custom_server_closed_and_open_loop_counts(mlp_onnx, mlp_spec, log_dir, tmp_path):
     from tasks.serve.servers import get_server
 
-    with server_session(get_server("custom"), mlp_onnx, mlp_spec, ProcessLauncher(), run_id="test",
-                        cell_id="loadgen-custom", log_dir=log_dir, ready_timeout_s=READY_TIMEOUT_S) as live:
+    with server_session(get_server("custom"), mlp_onnx, mlp_spec, ProcessLauncher(),
+                        SessionSettings(run_id="test", session_id="loadgen-custom", log_dir=log_dir,
+                                        ready_timeout_s=READY_TIMEOUT_S)) as live:
         for i, settings in enumerate((LoadSettings(mode="concurrency", load=4, **SHORT),
                                       LoadSettings(mode="rate", load=100, arrival="poisson", seed=3, **SHORT),
                                       LoadSettings(mode="rate", load=100, workers=2, **SHORT))):
@@ -158,8 +159,9 @@ def test_triton_server_side_count_agrees_with_client(mlp_onnx, mlp_spec, log_dir
     the client's successful requests within 2%."""
     triton = pytest.importorskip("tasks.serve.servers.triton", reason="TritonServer has not landed yet")
     server = triton.TritonServer()
-    with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(), run_id="test", cell_id="loadgen-triton",
-                        log_dir=log_dir, ready_timeout_s=READY_TIMEOUT_S) as live:
+    with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(),
+                        SessionSettings(run_id="test", session_id="loadgen-triton", log_dir=log_dir,
+                                        ready_timeout_s=READY_TIMEOUT_S)) as live:
         def counter() -> float:
             return server.server_side_counts(live.endpoint)["nv_inference_request_success"]
 

@@ -19,7 +19,7 @@ from benchmarks.nights_replay import (
     slower,
     widened,
 )
-from tasks.regress.confirm import confirm_records, decide, remeasure_order
+from tasks.regress.confirm import confirm_records, decide, order_summary, remeasure_order
 from tasks.regress.detect import (
     MIN_HISTORY,
     PERSIST_NIGHTS,
@@ -244,7 +244,7 @@ def test_requests_and_samples_per_second_are_one_hypothesis():
     assert {r["metric"] for r in suspects} >= {"throughput_rps", "throughput_sps"}
     order = remeasure_order(suspects, control)
     remeasured = [{**m, "row": sps([m["row"]])[0]} for m in _remeasured(1000.0, 610.0)]
-    confirmed = confirm_records({"records": records, "control": {"cell": control}}, remeasured, order)
+    confirmed = confirm_records({"records": records, "control": {"cell": control}}, remeasured, order_summary(order))
     assert {r["verdict"] for r in confirmed["records"] if r.get("confirmation")} == {"regression"}
     figures = {r["metric"] for r in suspects} - {"throughput_sps"}
     assert {r["confirmation"]["alpha"] for r in confirmed["records"] if r.get("confirmation")} == {
@@ -379,7 +379,7 @@ def test_confirmation_outcomes(control_tp, suspect_tp, outcome, verdict):
     records, control = _suspect(np.random.default_rng(16))
     regressions = {"records": records, "control": {"cell": control}}
     order = remeasure_order([r for r in records if r["verdict"] == "regression"], control)
-    confirmed = confirm_records(regressions, _remeasured(control_tp, suspect_tp), order)
+    confirmed = confirm_records(regressions, _remeasured(control_tp, suspect_tp), order_summary(order))
     rec = _verdict(confirmed["records"], format="torchscript")
     assert rec["confirmation"]["outcome"] == outcome and rec["verdict"] == verdict
     assert confirmed["regressions"] == sum(r["verdict"] == "regression" for r in confirmed["records"])
@@ -391,10 +391,10 @@ def test_the_control_brackets_every_suspect_session():
     suspects = [{**control, "server": "triton"}, {**control, "server": "triton", "load": 4.0},
                 {**control, "format": "torchscript", "server": "torchserve"}, {**control, "load": 4.0}]
     order = remeasure_order(suspects, control)
-    assert [(s["role"], s["server"], len(s["cells"])) for s in order] == [
+    assert [(s.role, s.server, len(s.cells)) for s in order] == [
         ("control", "custom", 1), ("suspect", "triton", 2), ("control", "custom", 1), ("suspect", "torchserve", 1),
         ("control", "custom", 1), ("suspect", "custom", 1), ("control", "custom", 1)]
-    assert len({c["cell_id"] for s in order for c in s["cells"]}) == 8  # every session's cells have their own ids
+    assert len({c.cell_id for s in order for c in s.cells}) == 8  # every session's cells have their own ids
 
 
 def test_a_failed_remeasurement_does_not_confirm():
@@ -408,7 +408,7 @@ def test_a_confirmation_that_cannot_run_leaves_the_suspects_unconfirmed_and_the_
     from tasks.regress.confirm import confirm_run
 
     records, control = _suspect(np.random.default_rng(18))
-    started = {"config": {}, "run": {"run_id": "r", "run_dir": "/nonexistent"}}
+    started = {"config": {}, "conversions": [], "sessions": [], "run": {"run_id": "r", "run_dir": "/nonexistent"}}
 
     def broken(*args, **kwargs):
         raise RuntimeError("no runtime")

@@ -83,11 +83,10 @@ def test_a_run_excluded_through_the_cli_leaves_the_baseline(store, bucket, embed
         fake_run(store, i, 1000.0)
     fake_run(store, 5, 400.0, run_id="hog_night")  # the night someone ran a CPU hog next to the server
     env = {**os.environ, **embedded_s3.airflow_conn_env("serving_eval_s3"), "PYTHONPATH": str(REPO)}
-    conf = json.dumps({"s3_bucket": bucket, "s3_prefix": "eval"})
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tasks.cli", *args, "--conf", conf], capture_output=True,
-                              text=True, env=env, cwd=REPO, timeout=120)
+        return subprocess.run([sys.executable, "-m", "tasks.cli", *args, "--bucket", bucket, "--prefix", "eval"],
+                              capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
 
     bad = cli("exclude", "no_such_run", "--reason", "x")
     assert bad.returncode == 2 and "run='no_such_run'" in bad.stderr

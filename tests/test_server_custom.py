@@ -64,12 +64,13 @@ def test_two_workers_answer_keep_alive_requests_without_waiting_for_delayed_acks
     from tasks.loadgen.protocols import get_codec
     from tasks.loadgen.run import output_shapes
     from tasks.serve.launchers.process import ProcessLauncher
-    from tasks.serve.session import server_session
+    from tasks.serve.session import SessionSettings, server_session
     from tests.helpers import split_request
 
     server = get_server("custom", ServingOptions(instances=2, cpus=1))
-    with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(), run_id="test", cell_id="custom-2-workers",
-                        log_dir=log_dir, ready_timeout_s=90) as live:
+    with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(),
+                        SessionSettings(run_id="test", session_id="custom-2-workers", log_dir=log_dir,
+                                        ready_timeout_s=90)) as live:
         codec = get_codec(server.protocol)(live.endpoint.host, live.endpoint.port, live.endpoint.model_name,
                                            make_inputs(mlp_spec, 1), output_shapes(mlp_spec, 1))
         path, body = split_request(codec.request_bytes())

@@ -33,7 +33,7 @@ from tasks.serve.servers.triton import (
     TritonServer,
     parse_counts,
 )
-from tasks.serve.session import server_session
+from tasks.serve.session import SessionSettings, server_session
 from tests.helpers import (
     is_loopback,
     listening_addresses,
@@ -128,8 +128,9 @@ def test_triton_serves_http_grpc_with_dynamic_batching(fmt, mlp_spec, references
     server = TritonServer(BATCHING)
     shm_before, envs_before = shm_entries(), python_envs()
     seen: dict = {}
-    with server_session(server, artifact, mlp_spec, ProcessLauncher(), run_id="test", cell_id=f"triton-{fmt}",
-                        log_dir=log_dir, ready_timeout_s=READY_TIMEOUT_S) as live:
+    with server_session(server, artifact, mlp_spec, ProcessLauncher(),
+                        SessionSettings(run_id="test", session_id=f"triton-{fmt}", log_dir=log_dir,
+                                        ready_timeout_s=READY_TIMEOUT_S)) as live:
         seen.update(handle=live.handle, ports=dict(live.endpoint.ports))
         assert server.is_ready(live.endpoint)
         assert live.server_version == VERSION
@@ -205,8 +206,9 @@ def test_corrupt_model_fails_fast_with_log_tail(mlp_spec, tmp_path, log_dir):
     before = snapshot()
     started = time.monotonic()
     with pytest.raises(ServerStartError) as info:
-        with server_session(TritonServer(), artifact, mlp_spec, ProcessLauncher(), run_id="test",
-                            cell_id="triton-corrupt", log_dir=log_dir, ready_timeout_s=READY_TIMEOUT_S, ports=ports):
+        with server_session(TritonServer(), artifact, mlp_spec, ProcessLauncher(),
+                            SessionSettings(run_id="test", session_id="triton-corrupt", log_dir=log_dir,
+                                            ready_timeout_s=READY_TIMEOUT_S), ports=ports):
             pass
     assert time.monotonic() - started < START_FAILURE_MAX_S
     message = str(info.value)
@@ -224,9 +226,9 @@ def test_port_taken_fails_with_log_tail(mlp_onnx, mlp_spec, log_dir):
         before = snapshot()
         started = time.monotonic()
         with pytest.raises(ServerStartError) as info:
-            with server_session(TritonServer(), mlp_onnx, mlp_spec, ProcessLauncher(), run_id="test",
-                                cell_id="triton-port-taken", log_dir=log_dir, ready_timeout_s=READY_TIMEOUT_S,
-                                ports=ports):
+            with server_session(TritonServer(), mlp_onnx, mlp_spec, ProcessLauncher(),
+                                SessionSettings(run_id="test", session_id="triton-port-taken", log_dir=log_dir,
+                                                ready_timeout_s=READY_TIMEOUT_S), ports=ports):
                 pass
         assert time.monotonic() - started < START_FAILURE_MAX_S
     assert "already in use" in str(info.value), str(info.value)[-2000:]

@@ -6,8 +6,8 @@ import pytest
 
 from tasks.core.errors import ConfigError
 from tasks.plan.cells import make_plan
-from tasks.plan.config import RunConfig
-from tasks.plan.suites import SCHEDULED_SUITE, load_suite, resolve_params, suite_names
+from tasks.plan.config import RunConfig, resolve_params
+from tasks.plan.suites import SCHEDULED_SUITE, suite_names
 
 
 @pytest.mark.parametrize("name", suite_names())
@@ -22,10 +22,10 @@ def test_nightly_is_the_articles_comparison():
     assert {"resnet50", "bert-base"} <= set(config.models)
     assert {"triton", "torchserve", "bentoml", "kserve", "custom"} <= set(config.servers)
     plan = make_plan(config)
-    modes = {(s["server"], c["mode"]) for s in plan.sessions for c in s["cells"]}
+    modes = {(s.server, c.mode) for s in plan.sessions for c in s.cells}
     for server in ("triton", "torchserve", "bentoml", "kserve", "custom"):
         assert {(server, "concurrency-sweep"), (server, "rate-search")} <= modes
-    formats = {(s["model"], s["format"]) for s in plan.sessions}
+    formats = {(s.model, s.format) for s in plan.sessions}
     assert {("resnet50", "onnx"), ("resnet50", "torchscript"), ("bert-base", "onnx"),
             ("bert-base", "torchscript")} <= formats
 
@@ -41,7 +41,7 @@ def test_given_values_override_the_suite_and_none_is_not_given():
 def test_a_suite_with_an_unknown_field_is_refused_naming_the_file_and_field(tmp_path):
     (tmp_path / "typo.yaml").write_text("models: [mlp]\nduraton_s: 5\n")
     with pytest.raises(ConfigError) as refused:
-        load_suite("typo", tmp_path)
+        resolve_params({"suite": "typo"}, tmp_path)
     assert refused.value.field == "suite typo (typo.yaml): duraton_s" and "duration_s" in refused.value.rule
     with pytest.raises(ConfigError, match="suite"):
         RunConfig.from_params({"suite": "no-such-suite"})

@@ -1,1 +1,18 @@
-"""cli."""
+"""The command line, `python -m tasks.cli`: one file per group of commands (main.py dispatches).
+
+    main.py     the parser, exit codes, Ctrl-C and SIGTERM
+    runs.py     run, plan
+    local.py    demo, airflow
+    store.py    runs, report, compare, hosts, exclude, exclusions, include
+    images.py   images build|prune|compose-env
+    engine.py   engine start|stop|status|run
+    deploy.py   deploy init|bucket
+    prepare.py  the runtimes a local run needs, built before it starts
+    output.py   the summary table, plain tables, exit codes
+"""
+
+from tasks.core.faces import lazy_exports
+
+EXPORTS = {"main": "main"}
+__all__ = sorted(EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -8,18 +8,12 @@
     parity.py    what the runtime entry scripts share (numpy only): references, comparisons, records
 """
 
-from tasks.convert.artifact import Artifact
-from tasks.convert.core import (
-    ConversionSkipped,
-    artifact_key,
-    check_conversion,
-    convert,
-    local_artifact,
-    recheck_parity,
-)
-from tasks.convert.graph import FORMATS, HOPS, SOURCE_KINDS, Hop, find_path, reachable_formats
+from tasks.core.faces import lazy_exports
 
-__all__ = [
-    "FORMATS", "HOPS", "SOURCE_KINDS", "Artifact", "ConversionSkipped", "Hop", "artifact_key", "check_conversion",
-    "convert", "find_path", "local_artifact", "reachable_formats", "recheck_parity",
-]
+EXPORTS = {
+    "Artifact": "artifact", "ConversionSkipped": "core", "artifact_key": "core", "check_conversion": "core",
+    "convert": "core", "local_artifact": "core", "recheck_parity": "core", "FORMATS": "graph", "HOPS": "graph",
+    "SOURCE_KINDS": "graph", "Hop": "graph", "find_path": "graph", "reachable_formats": "graph",
+}
+__all__ = sorted(EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -1,1 +1,22 @@
-"""core."""
+"""The shared core every stage builds on: errors, names, paths, model specs, metrics and the results contract.
+
+    errors.py    `ConfigError(field, value, rule)` and the project's other exceptions
+    names.py     names that become folder names and S3 key parts, made safe or refused
+    paths.py     the repository, the runtimes' folders, this host's cache and run work folders
+    spec.py      model specs (models/*.yaml): source, inputs, outputs, parity tolerances, seeded inputs
+    metrics.py   every published metric once: unit, good direction, minimum effect, where it is judged and shown
+    results.py   the results table contract: columns and types, the cell key, Parquet and CSV
+    metadata.py  provenance: host, CPU, GPU, code version, the measuring host's name
+    faces.py     the lazy package faces (this file's `__getattr__`)
+"""
+
+from tasks.core.faces import lazy_exports
+
+EXPORTS = {
+    "ConfigError": "errors", "ServingEvalError": "errors", "ModelSpec": "spec", "load_spec": "spec",
+    "METRICS": "metrics", "Metric": "metrics", "number": "metrics", "COLUMNS": "results", "CELL_KEY": "results",
+    "SCHEMA_VERSION": "results", "cell_key": "results", "REPO_ROOT": "paths", "cache_root": "paths",
+    "run_dir": "paths", "PIPELINE_VERSION": "metadata", "host_name": "metadata",
+}
+__all__ = sorted(EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -1,6 +1,8 @@
-"""Every published metric, declared once with its unit and its good direction.
+"""Every published metric, declared once: its unit, its good direction, and what the other stages need to know of
+it (how small a change still counts, how noisy it is from night to night, where it is judged and shown).
 
-Reports and regression checks read this table; nothing else decides whether up is good.
+Reports, comparisons and regression checks read this table; nothing else decides whether up is good or which
+metrics a stage looks at.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ import math
 from dataclasses import dataclass
 
 HIGHER, LOWER = "higher", "lower"
+DEFAULT_MIN_EFFECT = 0.05
+DEFAULT_PRIOR_NOISE = 0.10
 
 
 def number(value: object) -> float | None:
@@ -29,24 +33,47 @@ class Metric:
     unit: str
     better: str  # HIGHER or LOWER
     label: str
+    # below this relative change a significant change is still no change (the regression check, comparisons)
+    min_effect: float = DEFAULT_MIN_EFFECT
+    # ... and below this absolute change (in `unit`) too: start-ups were read in 0.1 s steps until readiness was
+    # polled finely (tasks/serve/session.py), and a start-up 0.15 s slower is not what anyone scales on
+    min_abs_change: float | None = None
+    prior_noise: float = DEFAULT_PRIOR_NOISE  # a quiet host's night-to-night spread (log), the noise model's prior
+    judged: bool = False  # the regression check tests it
+    compared: bool = False  # `tasks.cli compare` and the trend compare it cell by cell
+    reported: bool = False  # a column of the report's per-model tables
+    drift: bool = False  # the control's drift is reported in it
+    window_spread: bool = False  # its within-run spread is the windows' throughput CV (closed loop: latency ~ 1/rate)
+    same_figure_as: str | None = None  # the same figure in another unit: one hypothesis, not two, in a night's tests
 
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("throughput_rps", "req/s", HIGHER, "Throughput"),
-    Metric("throughput_sps", "samples/s", HIGHER, "Samples per second"),
-    Metric("latency_ms_mean", "ms", LOWER, "Latency mean"),
-    Metric("latency_ms_p50", "ms", LOWER, "Latency p50"),
-    Metric("latency_ms_p90", "ms", LOWER, "Latency p90"),
-    Metric("latency_ms_p95", "ms", LOWER, "Latency p95"),
-    Metric("latency_ms_p99", "ms", LOWER, "Latency p99"),
-    Metric("latency_ms_p999", "ms", LOWER, "Latency p99.9"),
-    Metric("error_rate", "ratio", LOWER, "Error rate"),
-    Metric("startup_s", "s", LOWER, "Start-up time"),
-    Metric("server_cpu_pct", "%", LOWER, "Server CPU"),
-    Metric("server_rss_mb", "MiB", LOWER, "Server memory"),
+    Metric("throughput_rps", "req/s", HIGHER, "Throughput", prior_noise=0.05, judged=True, compared=True,
+           reported=True, drift=True, window_spread=True),
+    Metric("throughput_sps", "samples/s", HIGHER, "Samples per second", prior_noise=0.05, judged=True,
+           window_spread=True, same_figure_as="throughput_rps"),  # requests/s times the batch size
+    Metric("latency_ms_mean", "ms", LOWER, "Latency mean", prior_noise=0.05, judged=True, window_spread=True),
+    Metric("latency_ms_p50", "ms", LOWER, "Latency p50", prior_noise=0.04, judged=True, compared=True, reported=True,
+           drift=True, window_spread=True),
+    Metric("latency_ms_p90", "ms", LOWER, "Latency p90", prior_noise=0.06, judged=True, window_spread=True),
+    Metric("latency_ms_p95", "ms", LOWER, "Latency p95", prior_noise=0.08, judged=True, window_spread=True),
+    Metric("latency_ms_p99", "ms", LOWER, "Latency p99", prior_noise=0.12, judged=True, compared=True, reported=True,
+           drift=True, window_spread=True),
+    Metric("latency_ms_p999", "ms", LOWER, "Latency p99.9", min_effect=0.10, prior_noise=0.20, judged=True,
+           window_spread=True),
+    Metric("error_rate", "ratio", LOWER, "Error rate", judged=True, reported=True),
+    Metric("server_cpu_pct", "%", LOWER, "Server CPU", reported=True),
+    Metric("server_rss_mb", "MiB", LOWER, "Server memory", reported=True),
+    Metric("startup_s", "s", LOWER, "Start-up time", min_effect=0.20, min_abs_change=0.15, prior_noise=0.15,
+           judged=True, reported=True),
     # derived in the report: throughput_rps / (server_cpu_pct / 100), the requests one busy core serves
     Metric("throughput_rps_per_core", "req/s per core", HIGHER, "Throughput per CPU core"),
     # the served-output check before load and the artifact's parity: worst |a-b| / (atol + rtol*|b|), <= 1 passes
     Metric("served_err_ratio", "× tolerance", LOWER, "Served-output error"),
     Metric("max_err_ratio", "× tolerance", LOWER, "Parity error"),
 )}
+
+
+def metrics_where(flag: str) -> tuple[str, ...]:
+    """The names of the metrics with `flag` set (judged, compared, reported, drift, window_spread), in table order."""
+    return tuple(name for name, metric in METRICS.items() if getattr(metric, flag))

@@ -15,7 +15,6 @@ from tasks.core.names import safe_component
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO_ROOT / "docker"
 MODELS_DIR = REPO_ROOT / "models"
-SUITES_DIR = REPO_ROOT / "suites"
 CACHE_ENV = "SERVING_EVAL_CACHE"
 ARTIFACTS_ENV = "SERVING_EVAL_ARTIFACTS"
 

@@ -10,6 +10,9 @@ from typing import Any
 SCHEMA_VERSION = "1.3"  # 1.1: `protocol`; 1.2: `generator_late_starts`; 1.3: see COLUMNS_SINCE
 STATUSES = ("ok", "failed", "skipped")
 CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id")
+SESSION_KEY = CELL_KEY[:5]  # model, format, server, launcher, device: what one server session serves and where
+POINT_KEY = (*CELL_KEY[:8], "protocol")  # a planned point: the cell key before a configuration, and its wire
+DEFAULT_CONFIG_ID = "default"  # the `config_id` of an untuned server's rows (tasks/serve/knobs.py)
 
 # name -> pandas dtype. Order is the published column order.
 COLUMNS: dict[str, str] = {
@@ -69,8 +72,9 @@ KEY_COLUMNS = ("run_id", "schema_version", *CELL_KEY, "status")
 
 
 def cell_key(row: dict[str, Any]) -> tuple:
-    """The row's cell key values; rows from before schema 1.3 (no `config_id`) ran the default configuration."""
-    return tuple((row.get(k) or "default") if k == "config_id" else row.get(k) for k in CELL_KEY)
+    """The cell key of a row (or a planned cell's fields): the one spelling of it. Rows from before schema 1.3 (no
+    `config_id`) ran the default configuration."""
+    return tuple((row.get(k) or DEFAULT_CONFIG_ID) if k == "config_id" else row.get(k) for k in CELL_KEY)
 
 
 def empty_row() -> dict[str, Any]:

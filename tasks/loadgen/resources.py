@@ -11,6 +11,8 @@ from pathlib import Path
 
 import psutil
 
+from tasks.runtimes.docker_engine import docker_client
+
 SAMPLE_PERIOD_S = 0.25
 
 
@@ -214,8 +216,6 @@ class ContainerSampler(ProcessTreeSampler):
         try:
             client = self._client
             if client is None:
-                from tasks.runtimes.docker_engine import docker_client
-
                 client = self._client = docker_client()
             pid = int(client.api.inspect_container(self.container_id)["State"]["Pid"] or 0)
         except Exception:  # noqa: BLE001 - no engine or no container: no server figures (the cell still runs)

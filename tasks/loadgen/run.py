@@ -33,6 +33,7 @@ from pathlib import Path
 from tasks.core.errors import LoadTestError
 from tasks.core.paths import REPO_ROOT
 from tasks.core.spec import ModelSpec, make_inputs
+from tasks.loadgen import engine as http_engine
 from tasks.loadgen.engine import arrival_schedule_ns
 from tasks.loadgen.measurement import Measurement, ServerCounts, summarize
 from tasks.loadgen.protocols import get_codec
@@ -306,10 +307,9 @@ def generate(job: dict, worker: int = 0, start_ns=None, on_window=None) -> Recor
     codec = make_codec(job, settings)
     share = worker_share(settings, worker)
     runner = event_loop_runner()
+    engine = http_engine
     if codec.transport == "grpc":
-        from tasks.loadgen import grpc_engine as engine
-    else:
-        from tasks.loadgen import engine
+        from tasks.loadgen import grpc_engine as engine  # lazy: grpc.aio (about 0.3 s) only for gRPC codecs
     if settings.mode == "concurrency":
         return runner(engine.closed_loop(job["host"], job["port"], codec, settings, start_ns=start_ns,
                                          concurrency=share["concurrency"], on_window=on_window))

@@ -1,1 +1,14 @@
-"""measure."""
+"""Measuring one server session: start it, check what it serves, run its load points, read the host around them.
+
+    session.py       `measure_session`: every cell of one session as a row, judged by tasks.validate.outcome
+    served_check.py  the served-output check before any load
+    engine_speed.py  the engine's own speed in process, the ceiling a stack is read against
+    hostload.py      how much of the host's CPU other work used while we measured
+"""
+
+from tasks.core.faces import lazy_exports
+
+EXPORTS = {"measure_session": "session", "check_served_outputs": "served_check", "engine_speed": "engine_speed",
+           "NeighbourProbe": "hostload"}
+__all__ = sorted(EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

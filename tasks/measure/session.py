@@ -13,15 +13,15 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tasks.convert import Artifact, local_artifact
 from tasks.core.errors import ConfigError, ServingEvalError
 from tasks.core.metadata import collect_host_metadata, host_name
 from tasks.core.paths import run_dir
-from tasks.core.results import CELL_KEY, empty_row
-from tasks.core.spec import load_spec
+from tasks.core.results import CELL_KEY, DEFAULT_CONFIG_ID, empty_row
+from tasks.core.spec import ModelSpec, load_spec
 from tasks.loadgen.measurement import Measurement
 from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import run_load_point
@@ -29,18 +29,18 @@ from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
 from tasks.measure.engine_speed import engine_speed
 from tasks.measure.served_check import ServedCheck, check_served_outputs
-from tasks.plan.cells import SWEEP_MODES
+from tasks.plan.cells import SWEEP_MODES, Cell, Session
 from tasks.plan.config import RunConfig
 from tasks.plan.hosts import is_distributed
 from tasks.plan.tune import Trial, estimate_config_s, search
 from tasks.serve.base import Endpoint
 from tasks.serve.budget import ServerBudget, plan_budget
 from tasks.serve.hostlock import host_lock
-from tasks.serve.knobs import DEFAULT_CONFIG_ID, apply_config, knob_values
+from tasks.serve.knobs import apply_config, knob_values
 from tasks.serve.launchers import get_launcher
 from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
-from tasks.serve.session import server_session
+from tasks.serve.session import LiveServer, SessionSettings, server_session
 from tasks.store.s3 import S3Store
 from tasks.validate.outcome import MAX_RESTARTS, ServerHealth, describe_health, judge_point
 
@@ -56,23 +56,48 @@ READY_AFTER_POINT_S = 5.0  # after a load point the server must answer its readi
 SERVER_FAILED = "_server_failed"  # a row's private mark: its point found the server dead or hung (not published)
 
 
-def base_row(run: dict, cell: dict) -> dict:
+def base_row(run: dict, cell: Cell) -> dict:
+    """A row of the results contract for `cell`, with the run's identity, provenance and measuring host."""
     row = empty_row()
     row.update({k: run[k] for k in ("run_id", "logical_date", "started_at", "schema_version")})
     row.update(run["code"])
     row.update(run["host"])
-    row.update({k: cell.get(k, DEFAULT_CONFIG_ID) if k == "config_id" else cell[k] for k in CELL_KEY})
-    row["protocol"] = cell.get("protocol")
+    row.update({k: DEFAULT_CONFIG_ID if k == "config_id" else getattr(cell, k) for k in CELL_KEY})
+    row["protocol"] = cell.protocol
     return row
 
 
-def not_measured(run: dict, cell: dict, status: str, reason: str, **extra: object) -> dict:
+def not_measured(run: dict, cell: Cell, status: str, reason: str, **extra: object) -> dict:
     row = base_row(run, cell)
     row.update(status=status, reason=reason[:4000], **extra)
     return row
 
 
-def measure_session(session: dict, conversions: list[dict], run: dict, config: RunConfig,
+@dataclass(frozen=True)
+class SessionContext:
+    """What every server life of one planned session is measured with: the session, the run as this measuring host
+    sees it (`host_run`), the run's configuration, the server's CPU/memory budget, and what is served."""
+
+    session: Session
+    run: dict
+    config: RunConfig
+    budget: ServerBudget
+    artifact: Artifact
+    spec: ModelSpec
+
+    def load_settings(self, cell: Cell, mode: str | None = None, load: float | None = None) -> LoadSettings:
+        """The load point of `cell` (at `mode` and `load` when given: a sweep's first point) under the run's
+        timing, stability and timeout Params."""
+        config = self.config
+        return LoadSettings(
+            mode=mode or cell.mode, load=cell.load if load is None else load, batch_size=cell.batch_size,
+            duration_s=config.duration_s, warmup_s=config.warmup_s, window_s=config.window_s,
+            stability_pct=config.stability_pct, request_timeout_s=config.request_timeout_s,
+            stop_when_stable=config.stop_when_stable, min_windows=config.min_windows, workers=config.workers,
+        )
+
+
+def measure_session(session: Session, conversions: list[dict], run: dict, config: RunConfig,
                     store: S3Store | None = None) -> dict:
     """Measure every cell of one server session; return {"rows": [...], "timeline": {...}} (and, with a
     configuration search, "timelines" of every configuration's session and its "tuning" record). Every row
@@ -84,38 +109,37 @@ def measure_session(session: dict, conversions: list[dict], run: dict, config: R
     if isinstance(prepared, dict):  # nothing to serve: the cells' rows say why
         out = prepared
     else:
-        artifact, spec = prepared
+        ctx = SessionContext(session, run, config, budget, *prepared)
         options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
                                  device=config.device, cpus=budget.cpu_count, images=config.images)
-        speeds = _engine_speeds(session, artifact, spec, run, options, budget)
-        knobs = get_server(session["server"]).knobs
-        if config.tune == "off" or not knobs or session.get("role") == "control":  # the control is never tuned
-            defaults = knob_values(options, knobs)
-            out = _serve(session, artifact, spec, run, config, budget, options, DEFAULT_CONFIG_ID, defaults)
+        speeds = _engine_speeds(ctx, options)
+        knobs = get_server(session.server).knobs
+        if config.tune == "off" or not knobs or session.role == "control":  # the control is never tuned
+            out = _serve(ctx, options, DEFAULT_CONFIG_ID, knob_values(options, knobs))
             if config.tune != "off":
-                out["tuning"] = {"session_id": session["session_id"], "server": session["server"],
+                out["tuning"] = {"session_id": session.session_id, "server": session.server,
                                  "method": config.tune, "note": "this server declares no knobs: defaults only"}
         else:
-            out = _tune(session, artifact, spec, run, config, budget, options, knobs)
+            out = _tune(ctx, options, knobs)
         for row in out["rows"]:
             speed = speeds.get(row.get("batch_size"))
             row["engine_inprocess_rps"] = speed["rps"] if speed else None
     for row in out["rows"]:
-        row.update(budget.row_fields(config.launcher), role=session.get("role"))
+        row.update(budget.row_fields(config.launcher), role=session.role)
     return out
 
 
-def _engine_speeds(session: dict, artifact: Artifact, spec, run: dict, options: ServingOptions,
-                   budget: ServerBudget) -> dict[int, dict]:
-    """batch size -> the engine's own speed in process (tasks/measure/engine_speed.py), on the server's CPUs with its
-    default threads, while this host runs no server (the session lock is held)."""
-    if session.get("role") == "control":
+def _engine_speeds(ctx: SessionContext, options: ServingOptions) -> dict[int, dict]:
+    """batch size -> the engine's own speed in process (tasks/measure/engine_speed.py), on the server's CPUs with
+    its default threads, while this host runs no server (the session lock is held)."""
+    session = ctx.session
+    if session.role == "control":
         return {}
     speeds = {}
-    with host_lock(run["run_id"], f"{session['session_id']}#engine"):
-        for batch_size in sorted({c["batch_size"] for c in session["cells"]}):
-            speed = engine_speed(artifact, spec, batch_size, options.threads_per_instance, budget.cpus,
-                                 Path(run["run_dir"]))
+    with host_lock(ctx.run["run_id"], f"{session.session_id}#engine"):
+        for batch_size in sorted({c.batch_size for c in session.cells}):
+            speed = engine_speed(ctx.artifact, ctx.spec, batch_size, options.threads_per_instance, ctx.budget.cpus,
+                                 Path(ctx.run["run_dir"]))
             if speed:
                 speeds[batch_size] = speed
     return speeds
@@ -131,18 +155,17 @@ def host_run(run: dict) -> dict:
     return {**run, "run_dir": str(directory), "host": collect_host_metadata(), "measuring_host": host_name()}
 
 
-def _prepare(session: dict, conversions: list[dict], run: dict,
-             store: S3Store | None = None) -> tuple[Artifact, object] | dict:
+def _prepare(session: Session, conversions: list[dict], run: dict,
+             store: S3Store | None = None) -> tuple[Artifact, ModelSpec] | dict:
     """(artifact, spec) of a session that can be served, or its rows and timeline when it cannot."""
-    cells = session["cells"]
-    timeline: dict = {"session_id": session["session_id"], "server": session["server"],
+    cells = session.cells
+    timeline: dict = {"session_id": session.session_id, "server": session.server,
                       "host": run.get("measuring_host"), "cells": {}}
-    conv = next((c for c in conversions if c and (c["model"], c["format"]) == (session["model"], session["format"])),
-                None)
+    conv = next((c for c in conversions if c and (c["model"], c["format"]) == (session.model, session.format)), None)
     if conv and conv.get("skipped"):
         return {"rows": [not_measured(run, c, "skipped", conv["skipped"]) for c in cells], "timeline": timeline}
     if conv is None or conv.get("error"):
-        reason = f"conversion to {session['format']} failed: {conv['error'] if conv else 'no conversion result'}"
+        reason = f"conversion to {session.format} failed: {conv['error'] if conv else 'no conversion result'}"
         return {"rows": [not_measured(run, c, "failed", reason) for c in cells], "timeline": timeline}
     artifact = Artifact.from_dict(conv["artifact"])
     try:
@@ -158,13 +181,13 @@ def _prepare(session: dict, conversions: list[dict], run: dict,
                   f"max_abs_err={p['max_abs_err']:.3g} (atol={p['atol']}, rtol={p['rtol']}); not served")
         return {"rows": [not_measured(run, c, "failed", reason, model_sha256=artifact.sha256) for c in cells],
                 "timeline": timeline}
-    return artifact, load_spec(session["model"])
+    return artifact, load_spec(session.model)
 
 
-def _tune(session: dict, artifact: Artifact, spec, run: dict, config: RunConfig, budget: ServerBudget,
-          base: ServingOptions, knobs: tuple) -> dict:
+def _tune(ctx: SessionContext, base: ServingOptions, knobs: tuple) -> dict:
     """The configuration search of one server session (tasks/plan/tune.py): one whole session per configuration,
     every configuration's rows kept (its `config_id` and `config` columns), the best marked `best_config`."""
+    config, session = ctx.config, ctx.session
     defaults = knob_values(base, knobs)
     outs: list[dict] = []
 
@@ -174,20 +197,20 @@ def _tune(session: dict, artifact: Artifact, spec, run: dict, config: RunConfig,
             options = apply_config(base, values, knobs)
         except ConfigError as exc:  # a combination the server refuses (e.g. a preferred batch > max batch)
             return Trial(dict(values), cid, None, None, 0.0, note=f"not a valid configuration: {exc}")
-        out = _serve(session, artifact, spec, run, config, budget, options, cid, values)
+        out = _serve(ctx, options, cid, values)
         outs.append(out)
         score, p99 = config_score(out["rows"], config.p99_bound_ms)
         note = "" if score is not None else f"no ok point with p99 <= {config.p99_bound_ms:g} ms"
         return Trial(dict(values), cid, score, p99, time.monotonic() - started, note=note)
 
     result = search(config.tune, measure, knobs, defaults, budget_s=config.tune_budget_s,
-                    estimate_s=estimate_config_s(session["cells"], config.warmup_s, config.duration_s, config.workers))
+                    estimate_s=estimate_config_s(session.cells, config.warmup_s, config.duration_s, config.workers))
     rows = [row for out in outs for row in out["rows"]]
     best = result.best.config_id if result.best else None
     for row in rows:
         row["best_config"] = best is not None and row["config_id"] == best
-    tuning = {"session_id": session["session_id"], "server": session["server"], "model": session["model"],
-              "format": session["format"], "p99_bound_ms": config.p99_bound_ms,
+    tuning = {"session_id": session.session_id, "server": session.server, "model": session.model,
+              "format": session.format, "p99_bound_ms": config.p99_bound_ms,
               "knobs": [k.to_dict() for k in knobs], **result.to_dict()}
     return {"rows": rows, "timeline": outs[0]["timeline"] if outs else {}, "timelines": [o["timeline"] for o in outs],
             "tuning": tuning}
@@ -204,58 +227,64 @@ def config_score(rows: list[dict], p99_bound_ms: float | None) -> tuple[float | 
     return float(top["throughput_rps"]), float(top["latency_ms_p99"])
 
 
-def _serve(session: dict, artifact: Artifact, spec, run: dict, config: RunConfig, budget: ServerBudget,
-           options: ServingOptions, cid: str, values: dict) -> dict:
+@dataclass
+class ServerLife:
+    """One server life being measured: the live server, what its rows say was served, its session's timeline."""
+
+    live: LiveServer
+    served: dict
+    timeline: dict
+
+
+def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict) -> dict:
     """One server life with `options` (configuration `cid`): start, check what it serves, every load point, stop."""
-    cells = session["cells"]
-    session_id = session["session_id"] if cid == DEFAULT_CONFIG_ID else f"{session['session_id']}@{cid}"
-    timeline: dict = {"session_id": session_id, "server": session["server"], "config_id": cid,
+    session, run, config = ctx.session, ctx.run, ctx.config
+    cells = session.cells
+    session_id = session.session_id if cid == DEFAULT_CONFIG_ID else f"{session.session_id}@{cid}"
+    timeline: dict = {"session_id": session_id, "server": session.server, "config_id": cid,
                       "host": run.get("measuring_host"), "cells": {}}
     tag = {"config_id": cid, "config": json.dumps(values, sort_keys=True)}
-    server = get_server(session["server"], options)
-    skip = server.skip_reason(config.launcher, fmt=session["format"], spec=spec)
+    server = get_server(session.server, options)
+    skip = server.skip_reason(config.launcher, fmt=session.format, spec=ctx.spec)
     if skip:
-        return {"rows": [not_measured(run, c, "skipped", skip, model_sha256=artifact.sha256, **tag) for c in cells],
-                "timeline": timeline}
-    gen_cpus = budget.generator_cpus
+        return {"rows": [not_measured(run, c, "skipped", skip, model_sha256=ctx.artifact.sha256, **tag)
+                         for c in cells], "timeline": timeline}
     rows: list[dict] = []
     measured: set[str] = set()  # cell ids whose rows are in `rows` (a sweep cell has one row per point)
-    served = {"model_sha256": artifact.sha256, "engine": server.engines.get(artifact.format), **tag}
-    log_dir = Path(run["run_dir"]) / "logs"
+    served = {"model_sha256": ctx.artifact.sha256, "engine": server.engines.get(ctx.artifact.format), **tag}
+    settings = SessionSettings(run_id=run["run_id"], session_id=session_id, log_dir=Path(run["run_dir"]) / "logs",
+                               ready_timeout_s=config.ready_timeout_s, cpus=ctx.budget.cpus,
+                               memory=ctx.budget.memory)
     check: ServedCheck | None = None
     try:
         launcher = get_launcher(config.launcher)
         with host_lock(run["run_id"], session_id), \
-                server_session(server, artifact, spec, launcher, run_id=run["run_id"], cell_id=session_id,
-                               log_dir=log_dir, ready_timeout_s=config.ready_timeout_s, cpus=budget.cpus,
-                               memory=budget.memory, timeline=timeline) as live:
-            check = _check_served(live, spec, artifact, config, timeline)
+                server_session(server, ctx.artifact, ctx.spec, launcher, settings, timeline=timeline) as live:
+            life = ServerLife(live, served, timeline)
+            check = _check_served(ctx, live, timeline)
             for cell in cells:
                 if not check.passed:
                     break  # every cell not measured fails below with the check's reason
-                if cell["mode"] in SWEEP_MODES:
-                    new_rows = _measure_sweep(run, cell, live, spec, config, gen_cpus, served, timeline)
-                else:
-                    new_rows = [_measure_cell(run, cell, live, spec, config, gen_cpus, served, timeline)]
+                new_rows = _measure_sweep(ctx, life, cell) if cell.is_sweep else [_measure_point(ctx, life, cell)[0]]
                 failure = next((r.pop(SERVER_FAILED) for r in new_rows if r.get(SERVER_FAILED)), None)
                 for r in new_rows:
                     r.pop(SERVER_FAILED, None)
                     r.update(served_err_ratio=check.err_ratio, restarts=r.get("restarts", live.restarts))
                 rows += new_rows
-                measured.add(cell["cell_id"])
+                measured.add(cell.cell_id)
                 if failure and cell is not cells[-1]:
                     if live.restarts >= MAX_RESTARTS:
                         raise ServerFailedTwice(f"server {server.name} failed again after its restart, the "
                                                 f"remaining points are not measured: {failure}")
                     live.restart(failure)
-                    check = _check_served(live, spec, artifact, config, timeline)
+                    check = _check_served(ctx, live, timeline)
             if not check.passed:
                 raise ServedOutputsWrong(served_reason(server.name, check))
     except Exception as exc:  # noqa: BLE001 - any failure becomes the reason of the cells not yet measured
         reason = str(exc) if isinstance(exc, SessionEnded) else f"{type(exc).__name__}: {exc}"
         extra = {"served_err_ratio": check.err_ratio} if check is not None else {}
         rows += [not_measured(run, c, "failed", reason, **served, **extra) for c in cells
-                 if c["cell_id"] not in measured]
+                 if c.cell_id not in measured]
     return {"rows": rows, "timeline": timeline}
 
 
@@ -276,14 +305,14 @@ def served_reason(server: str, check: ServedCheck) -> str:
             f"worst |a-b|/(atol+rtol*|b|) {check.err_ratio:.3g} > 1; no load was sent")
 
 
-def _check_served(live, spec, artifact: Artifact, config: RunConfig, timeline: dict) -> ServedCheck:
+def _check_served(ctx: SessionContext, live: LiveServer, timeline: dict) -> ServedCheck:
     """The served-output check of the live server (REST codec), recorded in the timeline."""
-    check = check_served_outputs(live.server.protocol, live.endpoint, spec, artifact, config.max_batch_size)
+    check = check_served_outputs(live.server.protocol, live.endpoint, ctx.spec, ctx.artifact, ctx.config.max_batch_size)
     timeline.setdefault("served_checks", []).append(check.to_dict())
     return check
 
 
-def observe_health(live) -> ServerHealth:
+def observe_health(live: LiveServer) -> ServerHealth:
     """Is the server still running and ready? Read after every load point, before its row is accepted."""
     launcher = live.launcher
     code = launcher.exit_code(live.handle)
@@ -301,7 +330,7 @@ def observe_health(live) -> ServerHealth:
     return health
 
 
-def load_endpoint(live, protocol: str | None) -> Endpoint:
+def load_endpoint(live: LiveServer, protocol: str | None) -> Endpoint:
     """Where the cell's protocol is spoken: the server's REST endpoint, or its "grpc" port for `grpc_protocol`."""
     endpoint = live.endpoint
     if protocol in (None, endpoint.protocol):
@@ -313,7 +342,7 @@ def load_endpoint(live, protocol: str | None) -> Endpoint:
     return replace(endpoint, port=endpoint.ports["grpc"], protocol=protocol)
 
 
-def server_counter(live):
+def server_counter(live: LiveServer):
     """The server's cumulative successful-request counter, where it exposes one (Triton), else None."""
     counts = getattr(live.server, "server_side_counts", None)
     if counts is None:
@@ -325,20 +354,19 @@ class _SweepStopped(Exception):
     """A sweep's point failed (its row says why): the sweep ends there."""
 
 
-def _measure_sweep(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
-                   served: dict, timeline: dict) -> list[dict]:
+def _measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dict]:
     """A sweep cell: one row per load point it ran (mode and load of the point), the stop rule in the timeline.
 
     A point that failed only because its load was more than the server sustains (errors or timeouts, the server
     alive and ready after it, a lower load of the same sweep ok) is the sweep's answer, not a fault: its row stays
     `failed` with its reason and is marked `beyond_capacity`, and the sweep goes on (a rate search bisects
     below it). A point whose server died or hung, or that could not run, ends the sweep."""
+    config = ctx.config
     rows: list[dict] = []
 
     def run_point(settings: LoadSettings) -> Measurement:
         load = float(settings.load)
-        point = {**cell, "mode": settings.mode, "load": load, "cell_id": f"{cell['cell_id']}@{load:g}"}
-        row, measurement = _measure_point(run, point, live, spec, config, gen_cpus, served, timeline)
+        row, measurement = _measure_point(ctx, life, cell.point(settings.mode, load))
         lower_ok = any(r["status"] == "ok" and r["load"] < load for r in rows)
         rows.append(row)
         if measurement is None or row.get(SERVER_FAILED):
@@ -349,15 +377,15 @@ def _measure_sweep(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpu
             row["beyond_capacity"] = True
         return measurement
 
-    first_load = config.workers if cell["mode"] == "concurrency-sweep" else cell["load"]
-    base = load_settings({**cell, "mode": SWEEP_MODES[cell["mode"]], "load": first_load}, config)
-    events = timeline["cells"].setdefault(cell["cell_id"], {})
+    first_load = config.workers if cell.mode == "concurrency-sweep" else cell.load
+    base = ctx.load_settings(cell, mode=SWEEP_MODES[cell.mode], load=first_load)
+    events = life.timeline["cells"].setdefault(cell.cell_id, {})
     try:
-        if cell["mode"] == "concurrency-sweep":
-            result = concurrency_sweep(run_point, base, start=config.workers, max_concurrency=int(cell["load"]),
+        if cell.mode == "concurrency-sweep":
+            result = concurrency_sweep(run_point, base, start=config.workers, max_concurrency=int(cell.load),
                                        p99_bound_ms=config.p99_bound_ms)
         else:
-            result = rate_sweep(run_point, base, start_rps=cell["load"], p99_bound_ms=config.p99_bound_ms,
+            result = rate_sweep(run_point, base, start_rps=cell.load, p99_bound_ms=config.p99_bound_ms,
                                 max_error_rate=config.max_error_rate)
         events["sweep"] = {"stop_reason": result.stop_reason, "best_load": result.best_load, "points": len(rows)}
     except _SweepStopped as exc:
@@ -366,43 +394,29 @@ def _measure_sweep(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpu
         reason = f"{type(exc).__name__}: {exc}"
         events["sweep"] = {"stop_reason": reason[:500], "best_load": None, "points": len(rows)}
         if not rows:
-            return [not_measured(run, cell, "failed", reason, **served)]
+            return [not_measured(ctx.run, cell, "failed", reason, **life.served)]
     return rows
 
 
-def load_settings(cell: dict, config: RunConfig) -> LoadSettings:
-    return LoadSettings(
-        mode=cell["mode"], load=cell["load"], batch_size=cell["batch_size"], duration_s=config.duration_s,
-        warmup_s=config.warmup_s, window_s=config.window_s, stability_pct=config.stability_pct,
-        request_timeout_s=config.request_timeout_s, stop_when_stable=config.stop_when_stable,
-        min_windows=config.min_windows, workers=config.workers,
-    )
-
-
-def _measure_cell(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
-                  served: dict, timeline: dict) -> dict:
-    return _measure_point(run, cell, live, spec, config, gen_cpus, served, timeline)[0]
-
-
-def _measure_point(run: dict, cell: dict, live, spec, config: RunConfig, gen_cpus: tuple[int, ...],
-                   served: dict, timeline: dict) -> tuple[dict, Measurement | None]:
-    """One load point: its row (judged by `tasks.validate.outcome` once the server's health after the point is known),
-    and its measurement when the load point ran."""
+def _measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[dict, Measurement | None]:
+    """One load point: its row (judged by `tasks.validate.outcome` once the server's health after the point is
+    known), and its measurement when the load point ran."""
+    live, config, run = life.live, ctx.config, ctx.run
     measurement, load_error = None, None
     row = base_row(run, cell)
-    row.update(served, server_version=live.server_version, startup_s=live.startup_s, runtime_image=live.runtime_image,
-               runtime_image_kind=live.runtime_image_kind, restarts=live.restarts)
-    events = timeline["cells"].setdefault(cell["cell_id"], {})
+    row.update(life.served, server_version=live.server_version, startup_s=live.startup_s,
+               runtime_image=live.runtime_image, runtime_image_kind=live.runtime_image_kind, restarts=live.restarts)
+    events = life.timeline["cells"].setdefault(cell.cell_id, {})
     events["load_begin"] = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="load-", dir=run["run_dir"]))  # removed with the run's folder too
     try:
-        settings = load_settings(cell, config)
+        settings = ctx.load_settings(cell)
         counters = server_counter(live)
         with sampler_for(live.handle) as sampler:
-            endpoint = load_endpoint(live, cell.get("protocol"))
-            measurement, _ = run_load_point(endpoint, spec, settings, workdir, arrival=config.arrival,
-                                            cpus=gen_cpus, counters=counters,
-                                            progress=lambda line: print(f"{cell['cell_id']}: {line}", flush=True))
+            endpoint = load_endpoint(live, cell.protocol)
+            measurement, _ = run_load_point(endpoint, ctx.spec, settings, workdir, arrival=config.arrival,
+                                            cpus=ctx.budget.generator_cpus, counters=counters,
+                                            progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
         data = measurement.to_dict()
         row.update({k: data[k] for k in MEASUREMENT_COLUMNS})
         row["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)

@@ -1,1 +1,18 @@
-"""plan."""
+"""The plan step: the run's configuration resolved and checked once, expanded into conversions, server sessions
+and cells, spread over the measuring hosts.
+
+    config.py    `RunConfig`: the Params (defaults < suite < given) parsed and checked before any work
+    suites.py    suites/<name>.yaml, the named sets of Params
+    cells.py     `Plan`, `Session`, `Cell`: what a run measures, frozen, read back from plan.json by later steps
+    control.py   the control cell measured every night, and how tonight's control row is found
+    hosts.py     the measuring hosts: one queue and one one-slot pool each
+    tune.py      the serving-configuration search and what one configuration costs
+    capacity.py  how many measuring hosts a nightly matrix needs for a window
+"""
+
+from tasks.core.faces import lazy_exports
+
+EXPORTS = {"RunConfig": "config", "Plan": "cells", "Session": "cells", "Cell": "cells", "make_plan": "cells",
+           "load_suite": "suites", "control_cell": "control", "deployed_hosts": "hosts", "search": "tune"}
+__all__ = sorted(EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

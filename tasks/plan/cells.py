@@ -1,71 +1,165 @@
 """The plan: a run config expanded into conversions and server sessions, each session holding its cells.
 
-A cell is one (model, format, server, launcher, device, batch size, mode, load) point, measured over the
-protocol the run chose (`protocol`: the server's REST codec, or its KServe v2 gRPC one). A session is one
-server life: start, every load point of that server on that artifact, stop.
+A `Cell` is one (model, format, server, launcher, device, batch size, mode, load) point, measured over the
+protocol the run chose (`protocol`: the server's REST codec, or its KServe v2 gRPC one). A `Session` is one
+server life: start, every load point of that server on that artifact, stop. Both are frozen: the plan step makes
+them once, `plan.json` (and XCom) carries them as dicts, and every later step reads them back with `from_dict`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from tasks.convert import check_conversion
 from tasks.convert.graph import reachable_formats
 from tasks.core.errors import ConfigError
+from tasks.core.results import DEFAULT_CONFIG_ID, SESSION_KEY, cell_key
 from tasks.core.spec import load_spec
 from tasks.plan.config import RunConfig
+from tasks.plan.control import CONTROL_SESSION_PREFIX, control_cell, covered
+from tasks.plan.hosts import assign_hosts
+from tasks.plan.tune import estimate_config_s
 from tasks.serve.servers import get_server, server_names
 
 # A sweep cell (Params concurrency_sweep=doubling, rate_search) is one planned cell whose rows are the points
 # it measured, each with the point's mode and load; its own `load` is the sweep's bound (the largest
 # concurrency) or start (the smallest rate). How many points it runs is only known after it ran.
 SWEEP_MODES = {"concurrency-sweep": "concurrency", "rate-search": "rate"}
-SWEEP_GROUP = ("model", "format", "server", "launcher", "device", "batch_size")
+SWEEP_GROUP = (*SESSION_KEY, "batch_size")
 
 
-def rows_of(cell: dict, rows: list[dict]) -> list[dict]:
+def cell_id(cell: Any) -> str:
+    """A cell's name in logs, timelines and exclusions: model.format.server.launcher.device.b<batch>.<mode><load>
+    (`cell` a Cell or a row)."""
+    get = cell.get if isinstance(cell, dict) else lambda k: getattr(cell, k)
+    load = get("load")
+    load_txt = str(int(load)) if float(load).is_integer() else f"{load:g}"
+    return (f"{get('model')}.{get('format')}.{get('server')}.{get('launcher')}.{get('device')}"
+            f".b{get('batch_size')}.{get('mode')}{load_txt}")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One planned load point (or one sweep, `mode` in SWEEP_MODES) of one stack."""
+
+    model: str
+    format: str
+    server: str
+    launcher: str
+    device: str
+    batch_size: int
+    mode: str
+    load: float
+    protocol: str | None = None
+    cell_id: str = ""  # cell_id(self) unless given (a sweep's point: the sweep's id and "@<load>")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "load", float(self.load))
+        if not self.cell_id:
+            object.__setattr__(self, "cell_id", cell_id(self))
+
+    @property
+    def is_sweep(self) -> bool:
+        return self.mode in SWEEP_MODES
+
+    @property
+    def key(self) -> tuple:
+        """The results contract's cell key of this cell's (untuned) rows."""
+        return cell_key({**asdict(self), "config_id": DEFAULT_CONFIG_ID})
+
+    def point(self, mode: str, load: float) -> Cell:
+        """One point a sweep measured: the sweep's cell at that mode and load."""
+        return replace(self, mode=mode, load=float(load), cell_id=f"{self.cell_id}@{float(load):g}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Cell:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass(frozen=True)
+class Session:
+    """One server life on one artifact: its cells in the order they are measured, the host it is planned on."""
+
+    session_id: str
+    model: str
+    format: str
+    server: str
+    cells: tuple[Cell, ...]
+    role: str | None = None  # "control": the control cell the plan added; confirmation sessions name theirs
+    host: str | None = None
+    extra: dict = field(default_factory=dict)  # what another step attached (e.g. a confirmation's round)
+
+    @property
+    def launcher(self) -> str:
+        return self.cells[0].launcher
+
+    @property
+    def device(self) -> str:
+        return self.cells[0].device
+
+    def to_dict(self) -> dict:
+        data = {"session_id": self.session_id, "model": self.model, "format": self.format, "server": self.server,
+                "cells": [c.to_dict() for c in self.cells], **self.extra}
+        data.update({k: v for k, v in (("role", self.role), ("host", self.host)) if v is not None})
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Session:
+        known = {"session_id", "model", "format", "server", "cells", "role", "host"}
+        cells = tuple(Cell.from_dict(c) for c in data["cells"])
+        first = cells[0] if cells else None  # what a session serves is its cells' model, format and server
+        return cls(data["session_id"], data.get("model") or first.model, data.get("format") or first.format,
+                   data.get("server") or first.server, cells, data.get("role"), data.get("host"),
+                   {k: v for k, v in data.items() if k not in known})
+
+
+def rows_of(cell: Cell, rows: list[dict]) -> list[dict]:
     """The rows a planned cell produced: its own row, or a sweep's rows (same model, format, server, launcher,
     device and batch size, with the sweep's mode or its points' mode)."""
-    if cell["mode"] not in SWEEP_MODES:
-        return [r for r in rows if all(r[k] == cell[k] for k in ("model", "format", "server", "batch_size", "mode",
-                                                                  "load"))]
-    modes = (cell["mode"], SWEEP_MODES[cell["mode"]])
-    return [r for r in rows if r["mode"] in modes and all(r[k] == cell[k] for k in SWEEP_GROUP)]
+    if not cell.is_sweep:
+        return [r for r in rows if all(r[k] == getattr(cell, k) for k in ("model", "format", "server", "batch_size",
+                                                                          "mode", "load"))]
+    modes = (cell.mode, SWEEP_MODES[cell.mode])
+    return [r for r in rows if r["mode"] in modes and all(r[k] == getattr(cell, k) for k in SWEEP_GROUP)]
 
 
-def expected_rows(sessions: list[dict], rows: list[dict]) -> int:
+def expected_rows(sessions: list[Session], rows: list[dict]) -> int:
     """Rows the plan accounts for: per listed cell, one per serving configuration measured (one untuned); per
     sweep cell, the rows of the points it measured in every configuration (at least one: a cell that produced
     none still owes its failed row). Validation compares this with the table's row count, and the cell key's
     uniqueness (configuration included) catches a point recorded twice."""
-    return sum(max(1, len(rows_of(c, rows))) for s in sessions for c in s["cells"])
-
-
-def cell_id(cell: dict) -> str:
-    load = cell["load"]
-    load_txt = str(int(load)) if float(load).is_integer() else f"{load:g}"
-    return (f"{cell['model']}.{cell['format']}.{cell['server']}.{cell['launcher']}.{cell['device']}"
-            f".b{cell['batch_size']}.{cell['mode']}{load_txt}")
+    return sum(max(1, len(rows_of(c, rows))) for s in sessions for c in s.cells)
 
 
 @dataclass(frozen=True)
 class Plan:
+    """What a run measures: its resolved configuration, the conversions, the server sessions."""
+
     config: RunConfig
     conversions: list[dict]
-    sessions: list[dict]
+    sessions: list[Session]
 
     @property
-    def cells(self) -> list[dict]:
-        return [cell for session in self.sessions for cell in session["cells"]]
+    def cells(self) -> list[Cell]:
+        return [cell for session in self.sessions for cell in session.cells]
 
     def to_dict(self) -> dict:
-        return {"config": self.config.to_dict(), "conversions": self.conversions, "sessions": self.sessions}
+        return {"config": self.config.to_dict(), "conversions": self.conversions,
+                "sessions": [s.to_dict() for s in self.sessions]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Plan:
+        """The plan as the plan step wrote it (plan.json, or the plan task's XCom): nothing is resolved again."""
+        return cls(RunConfig.from_dict(data["config"]), list(data["conversions"]),
+                   [Session.from_dict(s) for s in data["sessions"]])
 
 
-def check_tune_budget(config: RunConfig, model: str, fmt: str, server: str, cells: list[dict]) -> None:
+def check_tune_budget(config: RunConfig, model: str, fmt: str, server: str, cells: list[Cell]) -> None:
     """A search must fit at least one configuration (the defaults) in its time budget."""
-    from tasks.plan.tune import estimate_config_s
-
     one = estimate_config_s(cells, config.warmup_s, config.duration_s, config.workers)
     if one > config.tune_budget_s:
         raise ConfigError("tune_budget_s", config.tune_budget_s,
@@ -89,7 +183,7 @@ def model_formats(model: str, formats: tuple[str, ...]) -> list[str]:
 
 def make_plan(config: RunConfig) -> Plan:
     conversions: list[dict] = []
-    sessions: list[dict] = []
+    sessions: list[Session] = []
     per_model = {model: model_formats(model, config.formats) for model in config.models}
     groups = config.load_groups()
     for server_name in config.servers:
@@ -111,43 +205,30 @@ def make_plan(config: RunConfig) -> Plan:
             for fmt in served:
                 if {"model": model, "format": fmt} not in conversions:
                     conversions.append({"model": model, "format": fmt})
-                cells = [
-                    {"model": model, "format": fmt, "server": server_name, "launcher": config.launcher,
-                     "device": config.device, "batch_size": batch, "mode": mode, "load": load,
-                     "protocol": protocol}
-                    for batch in config.batch_sizes for mode, loads in groups for load in loads
-                ]
-                for cell in cells:
-                    cell["cell_id"] = cell_id(cell)
+                cells = [Cell(model, fmt, server_name, config.launcher, config.device, batch, mode, load, protocol)
+                         for batch in config.batch_sizes for mode, loads in groups for load in loads]
                 if config.tune != "off":
                     check_tune_budget(config, model, fmt, server_name, cells)
-                sessions.append({
-                    "session_id": f"{model}.{fmt}.{server_name}.{config.launcher}.{config.device}",
-                    "model": model, "format": fmt, "server": server_name, "cells": cells,
-                })
+                sessions.append(Session(f"{model}.{fmt}.{server_name}.{config.launcher}.{config.device}",
+                                        model, fmt, server_name, tuple(cells)))
     add_control(config, conversions, sessions)
-    spread_over_hosts(config, sessions)
-    return Plan(config, conversions, sessions)
+    return Plan(config, conversions, spread_over_hosts(config, sessions))
 
 
-def spread_over_hosts(config: RunConfig, sessions: list[dict]) -> None:
-    """Give every session its measuring host (tasks/plan/hosts.py): longest planned session first, to the least loaded
-    of the run's target hosts."""
-    from tasks.plan.hosts import assign_hosts
-    from tasks.plan.tune import estimate_config_s
+def spread_over_hosts(config: RunConfig, sessions: list[Session]) -> list[Session]:
+    """Every session with its measuring host (tasks/plan/hosts.py): longest planned session first, to the least
+    loaded of the run's target hosts."""
+    def cost_s(session: Session) -> float:
+        return estimate_config_s(session.cells, config.warmup_s, config.duration_s, config.workers)
 
-    def cost_s(session: dict) -> float:
-        return estimate_config_s(session["cells"], config.warmup_s, config.duration_s, config.workers)
-
-    assign_hosts(sessions, config.target_hosts(), cost_s)
+    hosts = assign_hosts([cost_s(s) for s in sessions], config.target_hosts())
+    return [replace(s, host=h) for s, h in zip(sessions, hosts, strict=True)]
 
 
-def add_control(config: RunConfig, conversions: list[dict], sessions: list[dict]) -> None:
+def add_control(config: RunConfig, conversions: list[dict], sessions: list[Session]) -> None:
     """Plan the control cell (tasks/plan/control.py) as its own session when the run's cells do not measure it."""
-    from tasks.plan.control import CONTROL_SESSION_PREFIX, control_cell, covered
-
     control = control_cell(config)
-    if control is None or covered([c for s in sessions for c in s["cells"]], control):
+    if control is None or covered([c for s in sessions for c in s.cells], control):
         return
     spec, server = load_spec(control["model"]), get_server(control["server"])
     if control["format"] not in reachable_formats(spec.source_kind) or control["format"] not in server.formats:
@@ -157,7 +238,6 @@ def add_control(config: RunConfig, conversions: list[dict], sessions: list[dict]
     check_conversion(spec, control["format"])
     if {"model": control["model"], "format": control["format"]} not in conversions:
         conversions.append({"model": control["model"], "format": control["format"]})
-    cell = {**control, "protocol": server.protocol}
-    cell["cell_id"] = cell_id(cell)
-    sessions.append({"session_id": CONTROL_SESSION_PREFIX + cell["cell_id"], "model": control["model"],
-                     "format": control["format"], "server": control["server"], "cells": [cell], "role": "control"})
+    cell = Cell(**control, protocol=server.protocol)
+    sessions.append(Session(CONTROL_SESSION_PREFIX + cell.cell_id, cell.model, cell.format, cell.server, (cell,),
+                            role="control"))

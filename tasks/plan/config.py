@@ -7,15 +7,20 @@ old trigger form gets the same clear error naming the field.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from tasks.convert import FORMATS
 from tasks.core.errors import ConfigError
 from tasks.core.spec import catalogue
 from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_WORKERS, STABLE_WINDOWS, check_timing
+from tasks.plan.control import parse_control
+from tasks.plan.hosts import check_hosts
+from tasks.plan.suites import load_suite
 from tasks.plan.tune import TUNE_METHODS
 from tasks.serve.budget import check_budget
 from tasks.serve.options import DEVICES, IMAGE_SOURCES
+from tasks.serve.servers import server_names as registered_servers
 
 LAUNCHERS = ("process", "docker")
 RUN_MODES = ("concurrency", "rate", "both")  # closed loop, open loop, or both in every server session
@@ -28,14 +33,38 @@ MAX_READY_TIMEOUT_S = 1800
 MAX_TUNE_BUDGET_S = 86400.0
 
 
+def param_names() -> list[str]:
+    """Every Param a run takes (the fields of RunConfig)."""
+    return [f.name for f in fields(RunConfig)]
+
+
+def check_param_names(params: dict[str, Any], where: str = "") -> None:
+    """The one rule for keys: a key that is not a Param is refused, naming it (and where it was written)."""
+    known = set(param_names())
+    for key in sorted(params):
+        if key not in known:
+            raise ConfigError(f"{where}{key}", params[key], f"is not a Param; Params are {sorted(known)}")
+
+
+def resolve_params(params: dict[str, Any], suites_dir: Path | None = None) -> dict[str, Any]:
+    """Defaults < the suite named by params["suite"] (if any, from `suites_dir`, default suites/) < the values given
+    (None means not given). A key that is not a Param is refused, in the suite naming its file."""
+    given = {k: v for k, v in params.items() if v is not None}
+    check_param_names(given)
+    name = given.get("suite")
+    if not name:
+        return given
+    suite = load_suite(name, suites_dir)
+    check_param_names({k: v for k, v in suite.items() if k != "suite"}, f"suite {name} ({name}.yaml): ")
+    return {**suite, **given}
+
+
 def model_names() -> list[str]:
     return sorted(catalogue())
 
 
 def server_names() -> list[str]:
-    from tasks.serve.servers import server_names as names
-
-    return names()
+    return registered_servers()
 
 
 @dataclass(frozen=True)
@@ -89,25 +118,25 @@ class RunConfig:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RunConfig:
         """The run's configuration: the defaults, then the named `suite`'s values, then every value given (a
-        None value is "not given": the form's empty fields and the suite's values show through)."""
-        from tasks.plan.suites import resolve_params
+        None value is "not given": the form's empty fields and the suite's values show through). Checked."""
+        config = cls.from_dict(resolve_params(params))
+        config.check()
+        return config
 
-        params = resolve_params(params)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ConfigError(unknown[0], params[unknown[0]], f"is not a Param; Params are {sorted(known)}")
-        values = {k: v for k, v in params.items() if k in known and v is not None}
-        if str(params.get("control_cell", "")).lower() in ("none", "off"):
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> RunConfig:
+        """A configuration from resolved values (what `to_dict` wrote into plan.json): no suite is read again, so a
+        suite file renamed or edited while a run goes on changes nothing in its later tasks."""
+        check_param_names(values)
+        values = {k: v for k, v in values.items() if v is not None}
+        if str(values.get("control_cell", "")).lower() in ("none", "off"):
             values["control_cell"] = None  # "none" turns the control off (a null means "the suite's, or default")
         for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates", "hosts"):
             if name in values:
                 if isinstance(values[name], (str, int, float)):
                     values[name] = [values[name]]
                 values[name] = tuple(values[name])
-        config = cls(**values)
-        config.check()
-        return config
+        return cls(**values)
 
     def check(self) -> None:
         def one_of(name: str, allowed: list[str] | tuple[str, ...], many: bool = True) -> None:
@@ -178,8 +207,6 @@ class RunConfig:
         if not (isinstance(neighbour, (int, float)) and 0 <= neighbour <= 100):
             raise ConfigError("confirm_max_neighbour_pct", self.confirm_max_neighbour_pct, "must be from 0 to 100 (%)")
         if self.control_cell is not None:
-            from tasks.plan.control import parse_control
-
             model, fmt, server = parse_control(self.control_cell)
             for name, value, allowed in (("model", model, model_names()), ("format", fmt, FORMATS),
                                          ("server", server, server_names())):
@@ -187,14 +214,10 @@ class RunConfig:
                     raise ConfigError("control_cell", self.control_cell, f"its {name} must be one of {list(allowed)}")
         if not self.aws_conn_id:
             raise ConfigError("aws_conn_id", self.aws_conn_id, "must name an Airflow connection")
-        from tasks.plan.hosts import check_hosts
-
         check_hosts(self.hosts)
 
     def target_hosts(self) -> tuple[str, ...]:
         """The hosts this run measures on: `hosts`, or every host of the deployment (`SERVING_EVAL_HOSTS`)."""
-        from tasks.plan.hosts import check_hosts
-
         return check_hosts(self.hosts)
 
     def load_groups(self) -> list[tuple[str, tuple[float, ...]]]:

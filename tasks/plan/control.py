@@ -21,12 +21,14 @@ from __future__ import annotations
 from typing import Any
 
 from tasks.core.errors import ConfigError
+from tasks.core.metrics import metrics_where
+from tasks.core.results import POINT_KEY, SESSION_KEY
 
 DEFAULT_CONTROL_CELL = "mlp/onnx/custom"
 CONTROL_CONCURRENCY = 4  # requests in flight per generator process (see above)
 CONTROL_SESSION_PREFIX = "control."
-# What must match between a row and the control's name for the row to be the control.
-CONTROL_MATCH = ("model", "format", "server", "launcher", "device")
+# What must match between a row and the control's name for the row to be the control: its server session's key.
+CONTROL_MATCH = SESSION_KEY
 
 
 def parse_control(value: str) -> tuple[str, str, str]:
@@ -61,12 +63,14 @@ def control_row(rows: list[dict], control: dict | None) -> dict | None:
             if candidates else None)
 
 
-def covered(cells: list[dict], control: dict) -> bool:
-    """The run's own closed-loop cells already measure the control's model, format and server on its launcher."""
-    return any(is_control_match(c, control) and c["mode"] in ("concurrency", "concurrency-sweep") for c in cells)
+def covered(cells: list, control: dict) -> bool:
+    """The run's own closed-loop cells (Cells) already measure the control's model, format and server on its
+    launcher."""
+    closed_loop = ("concurrency", "concurrency-sweep")
+    return any(all(getattr(c, k) == control[k] for k in CONTROL_MATCH) and c.mode in closed_loop for c in cells)
 
 
-DRIFT_METRICS = ("throughput_rps", "latency_ms_p50", "latency_ms_p99")  # the control's drift, as reported
+DRIFT_METRICS = metrics_where("drift")  # the control's drift, as reported
 
 
 def control_summary(control_name: str | None, control: dict | None, row: dict | None, records: list[dict]) -> dict:
@@ -76,7 +80,7 @@ def control_summary(control_name: str | None, control: dict | None, row: dict | 
                                                                       "or the run is not on device cpu)"}
     if row is None:
         return {"name": control_name, "measured": False, "reason": "the control cell has no ok row tonight"}
-    cell = {k: row.get(k) for k in (*CONTROL_MATCH, "batch_size", "mode", "load", "protocol")}
+    cell = {k: row.get(k) for k in POINT_KEY}
     mine = [r for r in records if all(r.get(k) == cell[k] for k in cell if k != "protocol")]
     drift = {r["metric"]: {k: r.get(k) for k in ("current", "baseline", "change_pct", "change_ci_pct", "verdict",
                                                   "history_n")}

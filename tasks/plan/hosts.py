@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tasks.core.errors import ConfigError
+from tasks.core.metadata import HOST_ENV
 
 HOSTS_ENV = "SERVING_EVAL_HOSTS"
 DEFAULT_HOST = "local"
@@ -91,19 +92,20 @@ def check_hosts(hosts: tuple[str, ...] | None, environ: Mapping[str, str] | None
     return tuple(hosts)
 
 
-def assign_hosts(sessions: list[dict], hosts: tuple[str, ...], cost_s) -> None:
-    """Give each session a `host`: longest first to the least loaded host (`cost_s(session)`: its planned
-    seconds), ties to the host listed first and, between sessions, to plan order. Deterministic."""
+def assign_hosts(costs_s: list[float], hosts: tuple[str, ...]) -> list[str]:
+    """The host of each session (its planned seconds in `costs_s`, in plan order): longest first to the least
+    loaded host, ties to the host listed first and, between sessions, to plan order. Deterministic."""
     load = dict.fromkeys(hosts, 0.0)
-    order = sorted(range(len(sessions)), key=lambda i: (-cost_s(sessions[i]), i))
-    for i in order:
+    chosen = [""] * len(costs_s)
+    for i in sorted(range(len(costs_s)), key=lambda i: (-costs_s[i], i)):
         host = min(hosts, key=lambda h: (load[h], hosts.index(h)))
-        sessions[i]["host"] = host
-        load[host] += cost_s(sessions[i])
+        chosen[i] = host
+        load[host] += costs_s[i]
+    return chosen
 
 
 def sessions_of(sessions: list[dict], host: str) -> list[dict]:
-    """The sessions planned on `host` (a plan from before hosts existed: every session on the only host)."""
+    """The sessions (as planned, dicts) on `host` (a plan from before hosts existed: every one on the only host)."""
     return [s for s in sessions if s.get("host", host) == host]
 
 
@@ -114,8 +116,6 @@ def check_worker_host(planned: str, environ: Mapping[str, str] | None = None) ->
     environ = os.environ if environ is None else environ
     if not is_distributed(environ):
         return
-    from tasks.core.metadata import HOST_ENV
-
     actual = environ.get(HOST_ENV, "")
     if actual != planned:
         raise ConfigError(HOST_ENV, actual or None,

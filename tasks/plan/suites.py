@@ -10,7 +10,6 @@ form picks a suite and may override any field.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tasks.core.errors import ConfigError
 from tasks.core.paths import REPO_ROOT
@@ -24,10 +23,9 @@ def suite_names(directory: Path | None = None) -> list[str]:
 
 
 def load_suite(name: str, directory: Path | None = None) -> dict:
-    """The suite's Params, with `suite` set to its name. Unknown keys are refused naming the file and key."""
-    import yaml
-
-    from tasks.plan.config import RunConfig
+    """The suite's Params, with `suite` set to its name (its keys are checked where Params are resolved,
+    `tasks.plan.config.resolve_params`, naming the file and key)."""
+    import yaml  # lazy: PyYAML only when a suite is read
 
     path = (directory or SUITES_DIR) / f"{name}.yaml"
     if not isinstance(name, str) or not name or "/" in name or name.startswith(".") or not path.is_file():
@@ -38,21 +36,7 @@ def load_suite(name: str, directory: Path | None = None) -> dict:
         raise ConfigError("suite", name, f"{path.name} is not valid YAML: {exc}") from exc
     if not isinstance(params, dict):
         raise ConfigError("suite", name, f"{path.name} must be a mapping of Params, not {type(params).__name__}")
-    known = set(RunConfig.__dataclass_fields__) - {"suite"}
-    for key in params:
-        if key not in known:
-            raise ConfigError(f"suite {name} ({path.name}): {key}", params[key], f"is not a Param; Params are "
-                                                                              f"{sorted(known)}")
     return {**params, "suite": name}
-
-
-def resolve_params(params: dict[str, Any], directory: Path | None = None) -> dict[str, Any]:
-    """Defaults < the suite named by params["suite"] (if any) < the values given (None means not given)."""
-    given = {k: v for k, v in params.items() if v is not None}
-    name = given.get("suite")
-    if not name:
-        return given
-    return {**load_suite(name, directory), **given}
 
 
 def suites_markdown(directory: Path | None = None) -> str:

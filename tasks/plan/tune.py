@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, doubling
 from tasks.serve.knobs import Knob, canonical, config_id, describe
 
 TUNE_METHODS = ("off", "grid", "quick")
@@ -69,16 +70,14 @@ class SearchResult:
 Measure = Callable[[dict[str, Any], str], Trial]  # (configuration, its id) -> the measured trial
 
 
-def estimate_config_s(cells: list[dict], warmup_s: float, duration_s: float, workers: int = 1) -> float:
-    """What one configuration of a session costs at most, from the plan: a start-up, then every load point (a
-    sweep's points counted at their bound), each warm-up + measured time + the generator's start."""
-    from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, doubling
-
+def estimate_config_s(cells, warmup_s: float, duration_s: float, workers: int = 1) -> float:
+    """What one configuration of a session costs at most, from the plan (`cells`: its Cells): a start-up, then every
+    load point (a sweep's points counted at their bound), each warm-up + measured time + the generator's start."""
     points = 0
     for cell in cells:
-        if cell["mode"] == "concurrency-sweep":
-            points += len(doubling(workers, int(cell["load"])))
-        elif cell["mode"] == "rate-search":
+        if cell.mode == "concurrency-sweep":
+            points += len(doubling(workers, int(cell.load)))
+        elif cell.mode == "rate-search":
             points += DEFAULT_MAX_POINTS
         else:
             points += 1

@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 
 from tasks.core.errors import ConfigError
 from tasks.plan.cells import cell_id
-from tasks.store.publish import safe_run_id
+from tasks.store.history import list_manifests, read_results
+from tasks.store.publish import RUN_STATUSES, safe_run_id
 from tasks.store.s3 import S3Store
 
 ANNOTATIONS_SCHEMA_VERSION = "1"
@@ -47,9 +48,6 @@ def add_exclusion(store: S3Store, run_id: str, cells: list[str] | None, reason: 
     """Exclude a published run (or some of its cells) from baselines; return the exclusion written.
 
     The run must be published in this store and every cell must be one of its cells."""
-    from tasks.store.history import list_manifests, read_results
-    from tasks.store.publish import RUN_STATUSES
-
     reason = (reason or "").strip()
     if not reason:
         raise ConfigError("--reason", reason, "must say why the run is excluded (it is shown next to the baseline)")

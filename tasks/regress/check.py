@@ -9,6 +9,7 @@ a regression persists.
 
 from __future__ import annotations
 
+from tasks.core.metrics import METRICS
 from tasks.core.results import SCHEMA_VERSION
 from tasks.plan.control import control_cell, control_row, control_summary
 from tasks.regress.annotations import apply_exclusions, list_exclusions
@@ -17,15 +18,15 @@ from tasks.regress.detect import (
     ALPHA_NIGHT,
     ALPHA_SUSPECT,
     BASELINE_MAX_NIGHTS,
-    MIN_ABS_CHANGE,
-    MIN_EFFECT,
     MIN_HISTORY,
     PERSIST_NIGHTS,
+    REGRESSED_METRICS,
     SEGMENT_NIGHTS,
     detect_parity_regressions,
     detect_regressions,
     verdict_pairs,
 )
+from tasks.store.history import list_manifests, read_parity_history, read_regression_records, read_runs
 from tasks.store.s3 import S3Store
 
 HISTORY_MAX_RUNS = 120  # the newest runs before tonight that are read (baselines use at most 14 nights a cell)
@@ -35,7 +36,8 @@ def method_summary(alpha: float) -> dict:
     return {"alpha_night": alpha, "alpha_improvement": ALPHA_IMPROVEMENT, "min_history": MIN_HISTORY,
             "segment_nights": SEGMENT_NIGHTS,
             "baseline_max_nights": BASELINE_MAX_NIGHTS, "persist_nights": PERSIST_NIGHTS,
-            "min_effect_pct": {k: 100 * v for k, v in MIN_EFFECT.items()}, "min_abs_change": dict(MIN_ABS_CHANGE),
+            "min_effect_pct": {m: 100 * METRICS[m].min_effect for m in REGRESSED_METRICS},
+            "min_abs_change": {m: METRICS[m].min_abs_change for m in REGRESSED_METRICS if METRICS[m].min_abs_change},
             "describe": "per (cell, metric): t-test of the newest 1-3 nights against the baseline on the log "
                         "scale, noise pooled over the server's cells on this host with a per-metric prior and "
                         "each row's within-run spread; Holm over every test of the night; then re-measured"}
@@ -43,8 +45,6 @@ def method_summary(alpha: float) -> dict:
 
 def judge_run(store: S3Store, run: dict, rows: list[dict], parity_now: list[dict], config) -> dict:
     """regressions.json of a run (before confirmation): one record per (ok cell, metric) and per artifact."""
-    from tasks.store.history import list_manifests, read_parity_history, read_regression_records, read_runs
-
     manifests = [m for m in list_manifests(store, before=run["logical_date"]) if m["run_id"] != run["run_id"]]
     manifests = manifests[-HISTORY_MAX_RUNS:]
     history = read_runs(store, manifests=manifests)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 
-from tasks.core.metrics import HIGHER, METRICS, number
+from tasks.core.metrics import HIGHER, METRICS, metrics_where, number
 from tasks.core.results import CELL_KEY
 from tasks.core.results import cell_key as key_of_cell
 from tasks.regress.detect import min_effect
 
 NOISE_SIGMAS = 2.0
-COMPARED_METRICS = ("throughput_rps", "latency_ms_p50", "latency_ms_p99")
+COMPARED_METRICS = metrics_where("compared")
 
 
 def cell_key(row: dict) -> tuple:

@@ -21,17 +21,33 @@ puts their verdicts together. The false-alarm budget (Bonferroni) stays the nigh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 
-from tasks.plan.cells import cell_id
-from tasks.regress.detect import SAME_FIGURE
+from tasks.core.results import POINT_KEY, SESSION_KEY
+from tasks.measure.hostload import NeighbourProbe
+from tasks.measure.session import measure_session
+from tasks.plan.cells import Cell, Plan, Session
+from tasks.regress.check import count_verdicts
+from tasks.regress.detect import (
+    MIN_ERROR_RATE_CHANGE,
+    bad_change,
+    bad_sign,
+    error_count,
+    metric_value,
+    min_effect,
+    min_effect_text,
+    reaches_min_effect,
+    same_figure,
+)
+from tasks.regress.noise import row_se
 
 CONFIRM_PREFIX = "confirm"
-SESSION_KEY = ("model", "format", "server", "launcher", "device")
-CELL_FIELDS = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "protocol")
+CELL_FIELDS = POINT_KEY  # what a suspect's re-measured cell is made of
 
 
-def remeasure_order(suspects: list[dict], control: dict | None, prefix: str = CONFIRM_PREFIX) -> list[dict]:
+def remeasure_order(suspects: list[dict], control: dict | None, prefix: str = CONFIRM_PREFIX) -> list[Session]:
     """Sessions to run, in order: the control first, then each suspect session followed by the control.
 
     `suspects` are rows or cells (the cell key and protocol are read). Every suspect session has a control
@@ -42,7 +58,7 @@ def remeasure_order(suspects: list[dict], control: dict | None, prefix: str = CO
         group = groups.setdefault(tuple(cell[k] for k in SESSION_KEY), [])
         if all(any(g[k] != cell[k] for k in CELL_FIELDS) for g in group):
             group.append({k: cell.get(k) for k in CELL_FIELDS})
-    order: list[dict] = []
+    order: list[Session] = []
     control_cell = {k: control.get(k) for k in CELL_FIELDS} if control else None
     if control_cell:
         order.append(_session(len(order), "control", [control_cell], prefix))
@@ -53,31 +69,30 @@ def remeasure_order(suspects: list[dict], control: dict | None, prefix: str = CO
     return order
 
 
-def _session(index: int, role: str, cells: list[dict], prefix: str = CONFIRM_PREFIX) -> dict:
-    first = cells[0]
+def _session(index: int, role: str, cells: list[dict], prefix: str = CONFIRM_PREFIX) -> Session:
+    first = Cell.from_dict(cells[0])
     tag = f"{prefix}{index}"
-    cells = [{**c, "cell_id": f"{tag}.{cell_id(c)}"} for c in cells]
-    return {"session_id": f"{tag}.{role}.{first['model']}.{first['format']}.{first['server']}."
-                          f"{first['launcher']}.{first['device']}",
-            "model": first["model"], "format": first["format"], "server": first["server"], "cells": cells,
-            "role": role, "round": index}
+    planned = tuple(replace(c, cell_id=f"{tag}.{c.cell_id}") for c in map(Cell.from_dict, cells))
+    return Session(f"{tag}.{role}.{first.model}.{first.format}.{first.server}.{first.launcher}.{first.device}",
+                   first.model, first.format, first.server, planned, role=role, extra={"round": index})
 
 
-def remeasure(order: list[dict], conversions: list[dict], run: dict, config, *,
+def order_summary(order: list[Session]) -> list[dict]:
+    """What regressions.json records of the re-measurement sessions: round, role, session id."""
+    return [{"round": s.extra["round"], "role": s.role, "session_id": s.session_id} for s in order]
+
+
+def remeasure(order: list[Session], conversions: list[dict], run: dict, config, *,
               measure: Callable | None = None) -> list[dict]:
     """Run the sessions of `order` one after another (fresh server each): a list of {"round", "role", "row",
     "neighbour_cpu_pct"} (the CPU other work used on the host during that session, `tasks.measure.hostload`)."""
-    if measure is None:
-        from tasks.measure.session import measure_session as measure
-
-    from tasks.measure.hostload import NeighbourProbe
-
+    measure = measure or measure_session
     measured = []
     for session in order:
         with NeighbourProbe() as probe:
             out = measure(session, conversions, run, config)
         for row in out["rows"]:
-            measured.append({"round": session["round"], "role": session["role"], "row": row,
+            measured.append({"round": session.extra["round"], "role": session.role, "row": row,
                              "neighbour_cpu_pct": probe.result.neighbour_cpu_pct})
     return measured
 
@@ -98,10 +113,6 @@ def _same_cell(row: dict, record: dict) -> bool:
 def control_drift(record: dict, measured: list[dict], control_records: dict[str, dict], rnd: int) -> float | None:
     """How far the control moved (log, this metric) in the control sessions next to round `rnd`, against its
     own baseline; None when the control has no baseline for it or was not re-measured."""
-    import math
-
-    from tasks.regress.detect import metric_value
-
     ctrl = control_records.get(record["metric"])
     if not ctrl or not ctrl.get("stats") or ctrl["stats"].get("center_log") is None:
         return None
@@ -116,21 +127,7 @@ def decide(record: dict, row: dict | None, drift_log: float | None, alpha: float
            neighbour_cpu_pct: float | None = None, neighbour_max_pct: float = NEIGHBOUR_MAX_PCT) -> dict:
     """The confirmation of one suspect: re-measured value, its change and test, the control's drift, outcome
     (confirmed | not_reproduced | host_drift | host_busy)."""
-    import math
-
-    from scipy import stats
-
-    from tasks.regress.detect import (
-        MIN_ERROR_RATE_CHANGE,
-        bad_change,
-        bad_sign,
-        error_count,
-        metric_value,
-        min_effect,
-        min_effect_text,
-        reaches_min_effect,
-    )
-    from tasks.regress.noise import row_se
+    from scipy import stats  # lazy: scipy (about 0.3 s) only when there is a suspect to decide
 
     metric = record["metric"]
     if row is None or row.get("status") != "ok" or metric_value(row, metric) is None:
@@ -181,18 +178,17 @@ def decide(record: dict, row: dict | None, drift_log: float | None, alpha: float
                       f"{out['control_drift_pct']:+.1f} %"}
 
 
-def confirm_records(regressions: dict, measured: list[dict], order: list[dict], alpha: float = ALPHA_CONFIRM,
+def confirm_records(regressions: dict, measured: list[dict], sessions: list[dict], alpha: float = ALPHA_CONFIRM,
                     neighbour_max_pct: float = NEIGHBOUR_MAX_PCT, only: Callable[[dict], bool] | None = None) -> dict:
-    """Apply the re-measurements to the suspects of `regressions` (a regressions.json dict): a new dict. With
-    `only`, just the suspects it accepts are settled (one host's); alpha is still split over every suspect."""
-    from tasks.regress.check import count_verdicts
-
+    """Apply the re-measurements to the suspects of `regressions` (a regressions.json dict): a new dict. `sessions`
+    summarises the sessions that re-measured them (`order_summary`). With `only`, just the suspects it accepts are
+    settled (one host's); alpha is still split over every suspect."""
     records = [dict(r) for r in regressions["records"]]
     suspects = [r for r in records if is_suspect(r)]
     control = (regressions.get("control") or {}).get("cell")
     control_records = {r["metric"]: r for r in records if control and _same_cell(control, r)}
     # Bonferroni over the distinct figures suspected (requests/s and samples/s of a cell are one figure)
-    figures = len({(*(r.get(k) for k in CELL_FIELDS), SAME_FIGURE.get(r["metric"], r["metric"])) for r in suspects})
+    figures = len({(*(r.get(k) for k in CELL_FIELDS), same_figure(r["metric"])) for r in suspects})
     for record in suspects:
         if only is not None and not only(record):
             continue
@@ -210,17 +206,17 @@ def confirm_records(regressions: dict, measured: list[dict], order: list[dict], 
     control_rows = [{"round": m["round"], "neighbour_cpu_pct": m.get("neighbour_cpu_pct"),
                      **{k: m["row"].get(k) for k in ("status", "throughput_rps", "latency_ms_p50", "latency_ms_p99")}}
                     for m in measured if m["role"] == "control"]
-    summary = {"sessions": [{k: s[k] for k in ("round", "role", "session_id")} for s in order],
+    summary = {"sessions": sessions,
                "control_rows": control_rows, "alpha": alpha,
                "suspects": sum(1 for r in suspects if only is None or only(r))}
     return {**regressions, **count_verdicts(records), "confirmation": summary, "records": records}
 
 
-def host_of(record: dict, sessions: list[dict]) -> str | None:
+def host_of(record: dict, sessions: list[Session]) -> str | None:
     """The measuring host of the planned session a record's cell belongs to (None: a plan without hosts)."""
     for session in sessions:
-        if session["cells"] and all(session["cells"][0].get(k) == record.get(k) for k in SESSION_KEY):
-            return session.get("host")
+        if session.cells and all(getattr(session.cells[0], k) == record.get(k) for k in SESSION_KEY):
+            return session.host
     return None
 
 
@@ -228,11 +224,9 @@ def confirm_run(started: dict, converted: list[dict], regressions: dict, *, meas
                 host: str | None = None, store=None) -> dict:
     """Re-measure the run's suspects (fresh sessions, interleaved with the control) and settle their verdicts; with
     `host`, only the suspects measured on that host (the others stay pending for their own host's task)."""
-    from tasks.plan.config import RunConfig
-    from tasks.regress.check import count_verdicts
-
-    config = RunConfig.from_params(started["config"])
-    mine = (lambda r: True) if host is None else (lambda r: host_of(r, started["sessions"]) in (host, None))
+    plan = Plan.from_dict(started)
+    config = plan.config
+    mine = (lambda r: True) if host is None else (lambda r: host_of(r, plan.sessions) in (host, None))
     suspects = [r for r in regressions.get("records", []) if is_suspect(r) and mine(r)]
     if not suspects:
         return regressions
@@ -243,8 +237,6 @@ def confirm_run(started: dict, converted: list[dict], regressions: dict, *, meas
     control = (regressions.get("control") or {}).get("cell")
     order = remeasure_order(suspects, control, CONFIRM_PREFIX if host is None else f"{CONFIRM_PREFIX}-{host}-")
     if measure is None and store is not None:
-        from tasks.measure.session import measure_session
-
         def measure(session, conversions, run, cfg):
             return measure_session(session, conversions, run, cfg, store=store)
     try:
@@ -254,8 +246,8 @@ def confirm_run(started: dict, converted: list[dict], regressions: dict, *, meas
         records = [{**r, "verdict": "unconfirmed", "confirmation": {"outcome": "not_run", "reason": reason}}
                    if is_suspect(r) and mine(r) else r for r in regressions["records"]]
         return {**regressions, **count_verdicts(records), "records": records}
-    confirmed = confirm_records(regressions, measured, order, neighbour_max_pct=config.confirm_max_neighbour_pct,
-                                only=mine)
+    confirmed = confirm_records(regressions, measured, order_summary(order),
+                                neighbour_max_pct=config.confirm_max_neighbour_pct, only=mine)
     if host is not None:
         confirmed["confirmation"]["host"] = host
     return confirmed
@@ -265,8 +257,6 @@ def merge_confirmations(regressions: dict, parts: list[dict | None]) -> dict:
     """One regressions.json from the per-host confirmations of the same regression check: each suspect as the part
     that settled it (still pending in every part: as the check left it), verdicts recounted, the hosts'
     confirmation summaries side by side."""
-    from tasks.regress.check import count_verdicts
-
     parts = [p for p in parts if p]
     if not parts:
         return regressions

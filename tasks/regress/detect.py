@@ -26,7 +26,7 @@ within-run spread), on the log scale:
   before they count (the confirmation is a second, independent test: a night's false alarm needs both) and
   ALPHA_NIGHT when they are not;
 - a significant change is a `regression` (or `improvement`) only when tonight's value differs from the
-  baseline by at least the metric's minimum effect (MIN_EFFECT).
+  baseline by at least the metric's minimum effect (`Metric.min_effect`, tasks/core/metrics.py).
 A regression found here is a suspect: `tasks.regress.confirm` re-measures it before the verdict is published.
 
 Every record states tonight's value, the baseline value and the nights it came from (run ids and dates),
@@ -38,30 +38,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tasks.core.metrics import HIGHER, METRICS, number
+from tasks.core.metadata import host_fingerprint
+from tasks.core.metrics import DEFAULT_MIN_EFFECT, HIGHER, METRICS, metrics_where, number
 from tasks.core.results import CELL_KEY, cell_key
 from tasks.regress.noise import Noise, cell_noises, row_se, winsorized_mean
+from tasks.serve.servers import get_server
 
-REGRESSED_METRICS = ("throughput_rps", "throughput_sps", "latency_ms_mean", "latency_ms_p50", "latency_ms_p90",
-                     "latency_ms_p95", "latency_ms_p99", "latency_ms_p999", "error_rate", "startup_s")
-MIN_EFFECT = {  # below this relative change a significant change is still no change
-    "throughput_rps": 0.05, "throughput_sps": 0.05, "latency_ms_mean": 0.05, "latency_ms_p50": 0.05,
-    "latency_ms_p90": 0.05, "latency_ms_p95": 0.05, "latency_ms_p99": 0.05, "latency_ms_p999": 0.10,
-    "startup_s": 0.20,
-}
-DEFAULT_MIN_EFFECT = 0.05
-# ... and below this absolute change (in the metric's unit) too. Start-up: until readiness was polled finely
-# (tasks/serve/session.py) start-ups were read in steps of 0.1 s, so a 0.33 s start-up read 0.44 s at random
-# (+30 %); baselines hold such rows for BASELINE_MAX_NIGHTS nights, and a start-up 0.15 s slower is not what
-# anyone scales on.
-MIN_ABS_CHANGE = {"startup_s": 0.15}
+REGRESSED_METRICS = metrics_where("judged")
 MIN_ERROR_RATE_CHANGE = 0.001  # error rate: an absolute change (its baseline is usually 0)
 ALPHA_NIGHT = 0.05  # family-wise error rate of one night's regression tests (Holm) when nothing is re-measured
 ALPHA_SUSPECT = 0.5  # ... when every suspect is re-measured (tasks.regress.confirm tests it again at ALPHA_CONFIRM)
 ALPHA_IMPROVEMENT = 0.05  # family-wise error rate of one night's improvement tests (never re-measured)
-# Metrics that are the same figure in another unit: one hypothesis, not two, in a night's count of tests
-# (samples/s is requests/s times the batch size, so their changes are equal).
-SAME_FIGURE = {"throughput_sps": "throughput_rps"}
 MIN_HISTORY = 3  # fewer baseline nights: `no_history`
 SEGMENT_NIGHTS = 3  # a change may have begun up to this many nights ago (the segment always holds tonight)
 BASELINE_MAX_NIGHTS = 14
@@ -75,16 +62,10 @@ def row_protocol(row: dict) -> str:
     Part of the comparison key: REST and gRPC figures of one cell are not comparable."""
     if row.get("protocol"):
         return str(row["protocol"])
-    from tasks.serve.servers import get_server
-
     try:
         return get_server(row["server"]).protocol
     except Exception:  # noqa: BLE001 - a server no longer known: its old rows compare among themselves
         return ""
-
-
-def host_fingerprint(row: dict) -> str:
-    return "|".join(str(row.get(k)) for k in ("cpu_model", "cpu_count", "gpu_name"))
 
 
 def comparison_key(row: dict) -> tuple:
@@ -100,13 +81,22 @@ def bad_sign(metric: str) -> int:
 
 
 def min_effect(metric: str) -> float:
-    return MIN_EFFECT.get(metric, DEFAULT_MIN_EFFECT)
+    return METRICS[metric].min_effect if metric in METRICS else DEFAULT_MIN_EFFECT
+
+
+def min_abs_change(metric: str) -> float | None:
+    return METRICS[metric].min_abs_change if metric in METRICS else None
+
+
+def same_figure(metric: str) -> str:
+    """The figure a metric is one hypothesis with (samples/s is requests/s times the batch size)."""
+    return (METRICS[metric].same_figure_as if metric in METRICS else None) or metric
 
 
 def min_effect_text(metric: str) -> str:
     """The metric's minimum effect in words: "5 %", or "20 % and 0.15 s" with an absolute floor."""
     text = f"{100 * min_effect(metric):.0f} %"
-    floor = MIN_ABS_CHANGE.get(metric)
+    floor = min_abs_change(metric)
     unit = METRICS[metric].unit if metric in METRICS else ""
     return text if floor is None else f"{text} and {floor:g} {unit}".rstrip()
 
@@ -290,8 +280,8 @@ def holm(p_values: list[float], alpha: float) -> list[bool]:
 
 
 def holm_by_figure(p_values: list[float], figures: list, alpha: float) -> list[bool]:
-    """Holm over distinct figures: the tests that share a figure (SAME_FIGURE) are one hypothesis, tested with
-    their smallest p-value and decided together."""
+    """Holm over distinct figures: the tests that share a figure (`Metric.same_figure_as`) are one hypothesis,
+    tested with their smallest p-value and decided together."""
     smallest: dict = {}
     for p, figure in zip(p_values, figures, strict=True):
         smallest[figure] = min(p, smallest.get(figure, 1.0))
@@ -318,7 +308,7 @@ def reaches_min_effect(metric: str, value: float, baseline: float, sign: int = +
     minimum relative effect and its minimum absolute change."""
     toward = sign * bad_sign(metric)
     return (toward * (value / baseline - 1.0) >= min_effect(metric)
-            and toward * (value - baseline) >= MIN_ABS_CHANGE.get(metric, 0.0))
+            and toward * (value - baseline) >= (min_abs_change(metric) or 0.0))
 
 
 def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
@@ -351,7 +341,7 @@ def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
             noise = noises[(id(row), metric)]
             tests.append((row, metric, judge_log_metric(metric, row, cand, noise)))
     judged = [views for _, _, views in tests if views is not None]
-    figures = [(id(row), SAME_FIGURE.get(metric, metric)) for row, metric, views in tests if views is not None]
+    figures = [(id(row), same_figure(metric)) for row, metric, views in tests if views is not None]
     bad = dict(zip(map(id, judged), holm_by_figure([v["bad"].p_bad for v in judged], figures, alpha), strict=True))
     good = dict(zip(map(id, judged), holm_by_figure([v["good"].p_good for v in judged], figures, alpha_improvement),
                     strict=True))
@@ -393,7 +383,7 @@ def make_record(row: dict, metric: str, test: Test | None, verdict: str, tests: 
               "better": meta.better if meta else "lower", "current": metric_value(row, metric), "verdict": verdict,
               "baseline": None, "baseline_nights": [], "history_n": 0, "change_pct": None, "change_ci_pct": None,
               "min_effect_pct": None if metric == "error_rate" else 100.0 * min_effect(metric),
-              "min_abs_change": MIN_ABS_CHANGE.get(metric),
+              "min_abs_change": min_abs_change(metric),
               "method": "none", "segment_nights": [], "p_value": None, "p_improvement": None, "tests_tonight": tests,
               "alpha_night": alpha, "noise": None, "stats": None, "confirmation": None}
     if test is None:

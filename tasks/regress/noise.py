@@ -3,7 +3,7 @@
 A spread measured from three nights is not to be trusted, so the night-to-night noise of a metric is
 estimated on the log scale (changes are relative) from three sources:
 
-- a prior per metric (`PRIOR_NOISE`): a quiet host's night-to-night spread, worth `PRIOR_DF` nights of
+- a prior per metric (`Metric.prior_noise`): a quiet host's night-to-night spread, worth `PRIOR_DF` nights of
   evidence;
 - the history of every cell on the same host, pooled (each cell's nights around their own winsorized mean, so
   ten cells with four nights each weigh like forty nights): the host's spread, which replaces the table's
@@ -33,18 +33,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tasks.core.metrics import number
+from tasks.core.metrics import DEFAULT_PRIOR_NOISE, METRICS, metrics_where, number
 
 # log-scale standard deviation of one night's value when nothing changed, on a quiet host: the lower end of
 # what the recorded real nights showed (benchmarks/regression_nights.py). Deliberately a quiet host's: a noisy
 # host's own pooled nights outweigh it within a few nights, while a prior as loud as a shared VM's would blind
 # the check on a quiet one.
-PRIOR_NOISE: dict[str, float] = {
-    "throughput_rps": 0.05, "throughput_sps": 0.05, "latency_ms_mean": 0.05, "latency_ms_p50": 0.04,
-    "latency_ms_p90": 0.06, "latency_ms_p95": 0.08, "latency_ms_p99": 0.12, "latency_ms_p999": 0.20,
-    "startup_s": 0.15,
-}
-DEFAULT_PRIOR_NOISE = 0.10
+# (`Metric.prior_noise` in tasks/core/metrics.py)
 PRIOR_DF = 4.0
 WINSOR_SIGMAS = 3.0  # a night further than this from its cell's median counts as if it were this far
 MIN_CELLS_TO_FIT = 3  # cells of a server with MIN_CELL_DF+ df before their variances are told apart
@@ -52,8 +47,7 @@ MIN_CELL_DF = 2
 HETEROGENEITY_ALPHA = 0.01  # cells are told apart only when Bartlett's test says they differ at this level
 CI_Z = 1.959964  # the throughput interval columns hold a 95 % interval
 # Metrics whose within-run spread the windows' throughput CV stands for (closed loop: latency ~ load / rate).
-LOAD_METRICS = ("throughput_rps", "throughput_sps", "latency_ms_mean", "latency_ms_p50", "latency_ms_p90",
-                "latency_ms_p95", "latency_ms_p99", "latency_ms_p999")
+LOAD_METRICS = metrics_where("window_spread")
 
 
 @dataclass(frozen=True)
@@ -82,7 +76,7 @@ class Noise:
 
 
 def prior_sigma(metric: str) -> float:
-    return PRIOR_NOISE.get(metric, DEFAULT_PRIOR_NOISE)
+    return METRICS[metric].prior_noise if metric in METRICS else DEFAULT_PRIOR_NOISE
 
 
 def row_se(row: dict, metric: str) -> float:
@@ -125,7 +119,7 @@ def cell_residuals(cells: list[list[float]], prior: float) -> list[tuple[float, 
 
 def pooled_noise(metric: str, cells: list[list[float]], prior: float | None = None) -> Noise:
     """Pool the log values of each cell's baseline nights (one list per cell) with a prior (default: the
-    metric's `PRIOR_NOISE`; `cell_noises` passes the host's own pooled spread for a server's pool)."""
+    metric's prior (`Metric.prior_noise`); `cell_noises` passes the host's own pooled spread for a server's pool)."""
     prior = prior_sigma(metric) if prior is None else prior
     found = [r for r in cell_residuals(cells, prior) if r is not None]
     if not found:
@@ -190,7 +184,7 @@ def cell_noises(metric: str, by_server: dict[str, list[list[float]]]) -> dict[st
     the cell's noise, in the same order.
 
     Three levels, each the prior of the next: every cell of every server on the host pooled (with the metric's
-    PRIOR_NOISE as prior); each server's cells pooled (with the host's spread as prior); each cell's own nights
+    `prior_noise` as prior); each server's cells pooled (with the host's spread as prior); each cell's own nights
     (with its server's spread as prior). A cell with many nights is judged by its own spread, a cell with few
     by its server's, a new server by the host's."""
     host = pooled_noise(metric, [c for cells in by_server.values() for c in cells])

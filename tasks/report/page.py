@@ -20,9 +20,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tasks.core.metrics import METRICS, number
+from tasks.core.metrics import METRICS, metrics_where, number
 from tasks.core.results import frame_records
-from tasks.plan.cells import rows_of
+from tasks.plan.cells import Cell, rows_of
 from tasks.report.configs import configurations_section, engine_section, headline_rows
 from tasks.report.plots import Series, bar_chart, format_value, line_chart
 from tasks.report.recommend import efficiency, ok_rows, recommend, stack_of
@@ -30,8 +30,7 @@ from tasks.report.trend import run_suite
 
 REPORT_INPUTS = ("results.parquet", "parity.json", "validation.json", "regressions.json", "trend.json", "plan.json",
                  "tuning.json")
-REPORT_METRICS = ("throughput_rps", "latency_ms_p50", "latency_ms_p99", "error_rate", "server_cpu_pct",
-                  "server_rss_mb", "startup_s")
+REPORT_METRICS = metrics_where("reported")
 MODE_NAMES = {"concurrency": "closed loop", "rate": "open loop"}
 LOAD_NAMES = {"concurrency": "concurrency", "rate": "rate (req/s)"}
 REASON_CHARS = 2000
@@ -332,7 +331,7 @@ def _planned_cells(plan: dict | None, rows: list[dict]) -> str:
                  "<th class=l>status</th></tr>")
     for session in plan.get("sessions", []):
         for cell in session["cells"]:
-            found = rows_of(cell, rows)
+            found = rows_of(Cell.from_dict(cell), rows)
             statuses = ", ".join(f"{s} {sum(r['status'] == s for r in found)}"
                                  for s in sorted({r["status"] for r in found}))
             parts.append(f"<tr><td class=l><code>{_esc(cell['cell_id'])}</code></td>"

@@ -1,9 +1,9 @@
 """The local Docker engine: use one that answers, or start `dockerd` in the background and stop it by its PID.
 
-    python -m tasks.runtimes.docker_engine start           # start dockerd unless an engine answers; wait for it
-    python -m tasks.runtimes.docker_engine stop            # stop the dockerd that `start` started (its recorded PID)
-    python -m tasks.runtimes.docker_engine status
-    python -m tasks.runtimes.docker_engine run -- CMD ...  # an engine for the length of CMD: started if needed
+    with engine_for_a_while():     # an engine for the block: started (and then stopped) here when none answers
+        client = docker_client()
+
+(`python -m tasks.cli engine start|stop|status|run -- CMD` on the command line.)
 
 Nothing here installs the engine (`.ci/run` and `make engine` install Debian's `docker.io` when `dockerd` is
 missing). An engine that already answers (at `$DOCKER_HOST`, or the default socket) is used and never stopped:
@@ -15,13 +15,11 @@ bridge network, data in /var/lib/docker, so built images survive a stop); its lo
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -239,39 +237,3 @@ def _tail(path: Path, max_bytes: int = 3000) -> str:
         return path.read_bytes()[-max_bytes:].decode(errors="replace")
     except OSError:
         return ""
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tasks.runtimes.docker_engine", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("start", "stop", "status", "run"))
-    parser.add_argument("argv", nargs=argparse.REMAINDER, help="run: the command to run with an engine up")
-    args = parser.parse_args(argv)
-    if args.command == "status":
-        ours = recorded_engine()
-        state = "answers" if engine_answers() else "does not answer"
-        print(f"docker engine at {engine_host()} {state}" + (f"; started here, pid {ours.pid}" if ours else ""))
-        return 0 if state == "answers" else 1
-    if args.command == "stop":
-        if not stop_engine():
-            print("docker engine: none started here is running (nothing to stop)")
-        return 0
-    if args.command == "start":
-        try:
-            handle = start_engine()
-        except EngineUnavailable as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        if not handle.started_here:
-            print(f"docker engine: one already answers at {handle.host}")
-        return 0
-    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    with engine_for_a_while(log=lambda line: print(line, file=sys.stderr)):
-        try:
-            return subprocess.call(command)
-        except KeyboardInterrupt:
-            return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

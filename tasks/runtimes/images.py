@@ -21,7 +21,7 @@ registry serves them, when one does (`official_image`).
 
 The deployment's images (docker/compose.yaml) build the same way: `airflow` (docker/airflow/: Airflow with this
 project, from the repository's requirements.txt and code), `postgres` and `redis` (Debian's packages on the base).
-`python -m tasks.runtimes.images compose-env` builds or reuses them and writes their tags into docker/compose.env.
+`python -m tasks.cli images compose-env` builds or reuses them and writes their tags into docker/compose.env.
 
 The CA option (`SERVING_EVAL_CA_CERTS`): `host` (the default) copies the host's extra CA certificates, those
 installed with update-ca-certificates under /usr/local/share/ca-certificates, into the build (a TLS-inspecting
@@ -32,7 +32,6 @@ does not carry them.
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import hashlib
 import json
@@ -76,7 +75,7 @@ ROOT_FILES = {"airflow": ("requirements.txt",)}
 # Images whose workers build the runtimes' venvs at run time (converters, launcher=process servers): they carry the
 # host wheels every runtime pins (torch's CPU build), found by pip through PIP_FIND_LINKS.
 RUNTIME_WHEELS = ("airflow",)
-# The variables of docker/compose.yaml that name the deployment's images (python -m tasks.runtimes.images compose-env)
+# The variables of docker/compose.yaml that name the deployment's images (python -m tasks.cli images compose-env)
 COMPOSE_VARS = {"airflow": "SERVING_EVAL_AIRFLOW_IMAGE", "postgres": "SERVING_EVAL_POSTGRES_IMAGE",
                 "redis": "SERVING_EVAL_REDIS_IMAGE"}
 LABEL_INPUTS = "serving-eval.inputs-sha256"
@@ -416,51 +415,3 @@ def compose_env(log=print) -> dict[str, str]:
         log(f"image {name}: {image.ref}: {how}")
         env[variable] = image.ref
     return env
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tasks.runtimes.images", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", help="build (or reuse) the runtimes' images")
-    build.add_argument("runtimes", nargs="*", default=list(SERVING_RUNTIMES))
-    sub.add_parser("prune", help="remove project images of older inputs")
-    env = sub.add_parser("compose-env", help="build (or reuse) the deployment's images and write docker/compose.yaml's "
-                                             "variables naming them")
-    env.add_argument("--out", default=str(DOCKER_DIR / "compose.env"), help="the env file (default docker/compose.env)")
-    args = parser.parse_args(argv)
-    if args.command == "compose-env":
-        import secrets
-
-        out = Path(args.out)
-        kept = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line) if out.is_file() else {}
-        images = compose_env(log=lambda line: print(line, file=sys.stderr))
-        variables = {"AIRFLOW_JWT_SECRET": secrets.token_hex(32), **kept, **images}  # a secret once, then kept
-        out.write_text("".join(f"{k}={v}\n" for k, v in variables.items()))
-        out.chmod(0o600)
-        print(f"wrote {out}: " + ", ".join(f"{k}={v}" for k, v in images.items()) + " (and AIRFLOW_JWT_SECRET)")
-        return 0
-    client = docker_client()
-    if args.command == "prune":
-        keep = {image_tag(r, client, log=lambda _: None)[0] for r in (*SERVING_RUNTIMES, *DEPLOYMENT_IMAGES)}
-        remove_stale(client, keep | {base_tag()})
-        return 0
-    started = time.monotonic()
-    for runtime in args.runtimes:
-        image = ensure_image(runtime, client)
-        how = f"built in {image.build_s:.0f} s" if image.built_now else "reused, nothing built"
-        size_mb = client.images.get(image.ref).attrs.get("Size", 0) / 2**20
-        print(f"image {runtime}: {image.ref} ({image.image_id[:19]}, {size_mb:.0f} MB): {how}")
-    print(f"images ready in {time.monotonic() - started:.0f} s")
-    return 0
-
-
-if __name__ == "__main__":
-    from tasks.core.errors import ServingEvalError
-
-    try:
-        sys.exit(main())
-    except ServingEvalError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-

@@ -19,9 +19,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from tasks.core.errors import ConfigError
+from tasks.core.results import DEFAULT_CONFIG_ID
 from tasks.serve.options import ServingOptions
 
-DEFAULT_CONFIG_ID = "default"
 WITH_BATCHING = ("dynamic_batching", True)  # `Knob.requires` of the knobs that shape the batches a batcher forms
 
 

@@ -1,6 +1,6 @@
 """A server session: lay out the model, start the server, wait until ready, hand it over, always stop it.
 
-    with server_session(server, artifact, spec, launcher, run_id=..., cell_id=...) as live:
+    with server_session(server, artifact, spec, launcher, SessionSettings(run_id, session_id, log_dir)) as live:
         ...  # load-test live.endpoint
 
 Readiness fails fast: when the server exits during start-up the session raises at once with the tail of
@@ -62,22 +62,23 @@ class LiveServer:
         self._restart(reason)
 
 
+@dataclass(frozen=True)
+class SessionSettings:
+    """Where and how one server session runs: its run and name (labels, sweeps, the log file's name), the folder
+    of its log, how long start-up may take, and the CPU set and memory limit it is given (tasks/serve/budget.py)."""
+
+    run_id: str
+    session_id: str
+    log_dir: Path
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+    cpus: tuple[int, ...] = ()
+    memory: str | None = None
+
+
 @contextmanager
-def server_session(
-    server: Server,
-    artifact: Artifact,
-    spec: ModelSpec,
-    launcher: Launcher,
-    *,
-    run_id: str,
-    cell_id: str,
-    log_dir: Path,
-    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
-    cpus: tuple[int, ...] = (),
-    memory: str | None = None,
-    ports: dict[str, int] | None = None,
-    timeline: dict | None = None,
-) -> Iterator[LiveServer]:
+def server_session(server: Server, artifact: Artifact, spec: ModelSpec, launcher: Launcher,
+                   settings: SessionSettings, *, ports: dict[str, int] | None = None,
+                   timeline: dict | None = None) -> Iterator[LiveServer]:
     """Start `server` on `artifact`, yield it once ready, and stop it on the way out, whatever happened.
 
     `timeline` (optional) receives wall-clock times of start, ready, stop_begin and stopped, also on failure,
@@ -87,7 +88,7 @@ def server_session(
         workdir = Path(tempfile.mkdtemp(prefix=f"serving-eval-{server.name}-"))
         stack.callback(shutil.rmtree, workdir, ignore_errors=True)
         layout = server.write_layout(artifact, spec, workdir)
-        log_path = log_dir / f"{cell_id}.log"
+        log_path = settings.log_dir / f"{settings.session_id}.log"
         timeline = timeline if timeline is not None else {}
         current: dict = {}
 
@@ -96,10 +97,10 @@ def server_session(
             endpoint = server.endpoint(spec, chosen_ports)
             launcher.prepare(run_spec)  # a venv or image built (or found) before the start-up is timed
             started = time.monotonic()
-            handle = launcher.start(run_spec, run_id=run_id, cell_id=cell_id, workdir=workdir, log_path=log_path,
-                                    cpus=cpus, memory=memory)
+            handle = launcher.start(run_spec, run_id=settings.run_id, cell_id=settings.session_id, workdir=workdir,
+                                    log_path=log_path, cpus=settings.cpus, memory=settings.memory)
             current["handle"] = handle
-            _wait_ready(server, endpoint, launcher, handle, ready_timeout_s)
+            _wait_ready(server, endpoint, launcher, handle, settings.ready_timeout_s)
             startup_s = time.monotonic() - started
             return LiveServer(server, endpoint, handle, startup_s, server.version(endpoint),
                               runtime_image=launcher.runtime_label(run_spec),

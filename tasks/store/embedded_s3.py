@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tasks.core.paths import REPO_ROOT
 from tasks.runtimes.ports import free_port
-from tasks.store.s3 import ConnectionFields
+from tasks.store.s3 import ConnectionFields, S3Store
 
 ACCESS_KEY = "testing"  # moto accepts any key; these are not secrets
 SECRET_KEY = "testing"
@@ -53,9 +53,7 @@ class EmbeddedS3:
 
     def create_bucket(self, bucket: str) -> None:
         """Create the bucket; one that this store already holds (kept in its state folder) is fine."""
-        from botocore.exceptions import ClientError
-
-        from tasks.store.s3 import S3Store
+        from botocore.exceptions import ClientError  # lazy: botocore only when a bucket is made
 
         try:
             S3Store(bucket, "", self.connection("embedded")).client.create_bucket(Bucket=bucket)

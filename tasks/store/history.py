@@ -11,6 +11,7 @@ import io
 from datetime import UTC, datetime
 
 from tasks.core.errors import ConfigError
+from tasks.core.results import COLUMNS
 from tasks.store.publish import MANIFEST
 from tasks.store.s3 import S3Store
 
@@ -58,8 +59,6 @@ def read_runs(store: S3Store, statuses: tuple[str, ...] = READABLE_STATUSES, exc
         manifests = list_manifests(store, statuses, before)
     frames = [read_results(store, m) for m in manifests if m["run_id"] != exclude_run_id]
     if not frames:
-        from tasks.core.results import COLUMNS
-
         return pd.DataFrame(columns=["dt", *COLUMNS])
     return pd.concat(frames, ignore_index=True)
 

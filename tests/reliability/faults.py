@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tasks.pipeline import cleanup_run_dir, convert_step, run_dir, start_run, sweep_leftovers
-from tasks.plan.config import RunConfig
 from tasks.serve.launchers.base import LaunchHandle, recorded_handles
 
 
@@ -24,12 +23,13 @@ def conf(bucket: str, **overrides) -> dict:
 def measure_one_session(params: dict, conn, run_id: str) -> tuple[dict, dict]:
     """(session output, started) of the run's first session, measured in this process like the DAG's task."""
     from tasks.measure.session import measure_session
+    from tasks.pipeline import run_plan
 
     started = start_run(params, run_id=run_id, logical_date="2026-11-30T02:00:00+00:00", conn=conn)
     try:
-        config = RunConfig.from_params(started["config"])
-        converted = [convert_step(c, log=lambda _: None) for c in started["conversions"]]
-        return measure_session(started["sessions"][0], converted, started["run"], config), started
+        plan = run_plan(started)
+        converted = [convert_step(c, log=lambda _: None) for c in plan.conversions]
+        return measure_session(plan.sessions[0], converted, started["run"], plan.config), started
     finally:
         sweep_leftovers(run_id)
         cleanup_run_dir(run_id)

@@ -56,6 +56,22 @@ def test_a_changed_byo_file_is_refused_by_the_plan_step_and_nothing_is_published
     assert _keys(embedded_s3, bucket) == []  # nothing converted, started or published
 
 
+def test_plan_refuses_a_changed_byo_file_as_the_run_does(tmp_path, mlp_onnx):
+    """`tasks.cli plan` is a dry run of the plan step: it refuses what the run refuses, with the same exit code."""
+    _byo(tmp_path / "specs", "byo-changed", mlp_onnx.path, "'" + "0a" * 32 + "'")
+    environ = {**os.environ, "PYTHONPATH": str(REPO), "SERVING_EVAL_MODELS": str(tmp_path / "specs")}
+    plan = [sys.executable, "-m", "tasks.cli", "plan", "--conf"]
+    proc = subprocess.run([*plan, json.dumps({"models": ["byo-changed"], "servers": ["custom"]})],
+                          capture_output=True, text=True, env=environ, cwd=REPO, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "model byo-changed: source.sha256" in proc.stderr and "changed or corrupt" in proc.stderr
+    sha = hashlib.sha256(Path(mlp_onnx.path).read_bytes()).hexdigest()
+    _byo(tmp_path / "specs", "byo-same", mlp_onnx.path, sha)
+    proc = subprocess.run([*plan, json.dumps({"models": ["byo-same"], "servers": ["custom"]})],
+                          capture_output=True, text=True, env=environ, cwd=REPO, timeout=300)
+    assert proc.returncode == 0 and "byo-same.onnx.custom" in proc.stdout, proc.stderr[-2000:]
+
+
 def test_wrong_input_names_fail_the_conversion_naming_the_field_and_the_run_is_failed(embedded_s3, bucket, tmp_path,
                                                                                      mlp_onnx):
     sha = hashlib.sha256(Path(mlp_onnx.path).read_bytes()).hexdigest()

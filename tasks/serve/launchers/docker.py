@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 
 from tasks.core.errors import ConfigError, ServerStartError
+from tasks.runtimes import images
 from tasks.runtimes.docker_engine import LauncherUnavailable, docker_client
 from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import (
@@ -169,8 +170,6 @@ class DockerLauncher(Launcher):
             if self._resolve_image is not None:
                 self._images[key] = self._resolve_image(spec)
             else:
-                from tasks.runtimes import images
-
                 self.client  # noqa: B018 - no engine: LauncherUnavailable (with its advice) before any build
                 self._images[key] = images.resolve(spec.image, spec.runtime)
         return self._images[key]

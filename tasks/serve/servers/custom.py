@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.convert import Artifact
+from tasks.core.paths import REPO_ROOT
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import project_image
 from tasks.serve.base import RunSpec, Server, link_or_copy
@@ -40,8 +41,6 @@ class CustomServer(Server):
         return layout
 
     def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
-        from tasks.core.paths import REPO_ROOT
-
         common = ("--model-name", self.model_name(spec), "--threads", str(self.options.threads_per_instance),
                   "--workers", str(self.options.instances),
                   "--inputs", ",".join(t.name for t in spec.inputs),

@@ -1,0 +1,37 @@
+"""What the commands print and how they exit: the run summary table, plain text tables, exit codes."""
+
+from __future__ import annotations
+
+EXIT_OK, EXIT_NOT_OK, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
+SUMMARY_COLUMNS = ("model", "format", "server", "batch_size", "load", "throughput_rps", "latency_ms_p50",
+                   "latency_ms_p99", "error_rate", "server_cpu_pct", "startup_s", "stable", "status")
+
+
+def print_summary(frame) -> None:
+    """A run's rows as a table of the headline columns, then each row that is not ok with its reason."""
+    cols = [c for c in SUMMARY_COLUMNS if c in frame.columns]
+    print(frame[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    failed = frame[frame["status"] != "ok"]
+    for _, row in failed.iterrows():
+        print(f"  {row['server']}/{row['format']} load={row['load']}: {row['status']}: {str(row['reason'])[:300]}")
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    """Columns padded to their widest value."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+                     for r in [header, *rows])
+
+
+def change_text(entry: dict | None) -> str:
+    """One compared metric of a cell: "a -> b (+x.x%)", marked ++/-- when beyond noise."""
+    if not entry or (entry["a"] is None and entry["b"] is None):
+        return "-"
+    a = "-" if entry["a"] is None else f"{entry['a']:,.2f}"
+    b = "-" if entry["b"] is None else f"{entry['b']:,.2f}"
+    text = f"{a} -> {b}"
+    if entry["change_pct"] is not None:
+        text += f" ({entry['change_pct']:+.1f}%)"
+    if entry["beyond_noise"]:
+        text += " ++" if entry["direction"] == "better" else " --"
+    return text

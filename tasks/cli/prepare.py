@@ -1,0 +1,27 @@
+"""What a local run needs before it starts: its runtimes' venvs built (or found in the cache), said per runtime."""
+
+from __future__ import annotations
+
+from tasks.convert import find_path
+from tasks.core.spec import load_spec
+from tasks.plan.cells import make_plan
+from tasks.plan.config import RunConfig
+from tasks.runtimes.venvs import ensure_runtime
+from tasks.serve.servers import get_server
+
+
+def needed_runtimes(conf: dict) -> list[str]:
+    """The runtimes a run of `conf` uses on the process launcher: converters on the paths, then servers."""
+    config = RunConfig.from_params(conf)
+    names = {hop.runtime for c in make_plan(config).conversions for hop in find_path(load_spec(c["model"]), c["format"])
+             if not hop.needs_gpu}
+    names |= {get_server(s).runtime for s in config.servers if not get_server(s).skip_reason(config.launcher)}
+    return sorted(names)
+
+
+def prebuild_runtimes(conf: dict) -> None:
+    """Build (or find in the cache) every runtime the run needs, and say which it was."""
+    for name in needed_runtimes(conf):
+        env = ensure_runtime(name, log=lambda line: print(f"  {line}"))
+        how = f"built in {env.build_s:.0f} s" if env.built_now else "reused from the cache, no reinstall"
+        print(f"runtime {name}: {how} ({env.venv_dir})")

@@ -1,0 +1,98 @@
+"""`run` and `plan`: the pipeline's steps in this process, or only its plan (checked as a run's start checks it).
+
+    python -m tasks.cli run --conf '{"servers": ["custom"]}'   # the steps in order, no Airflow
+    python -m tasks.cli run --logical-date 2026-03-01           # a backfill: judged against earlier nights only
+    python -m tasks.cli plan --suite nightly --conf '{...}'     # the cells a run would measure; nothing runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import UTC, datetime
+
+from tasks.cli.output import EXIT_NOT_OK, EXIT_OK, print_summary
+from tasks.core.errors import ConfigError
+from tasks.core.results import to_frame
+from tasks.pipeline import RunFailed, check_outcome, plan_run, run_pipeline, run_problems
+from tasks.plan.config import RunConfig
+from tasks.store.s3 import connection_from_env
+
+
+def conf_params(suite: str | None, conf_text: str | None) -> dict:
+    """The Params of a command line: `--conf` JSON, with `--suite` as its `suite` unless the JSON names one."""
+    try:
+        conf = json.loads(conf_text or "{}")
+    except json.JSONDecodeError as exc:
+        raise ConfigError("conf", conf_text, f"must be a JSON object of Params: {exc}") from exc
+    if not isinstance(conf, dict):
+        raise ConfigError("conf", conf_text, "must be a JSON object of Params")
+    return {"suite": suite, **conf} if suite else conf
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """The pipeline's steps in order, in this process: what the DAG does, without a scheduler."""
+    params = conf_params(args.suite, args.conf)
+    conn = connection_from_env(RunConfig.from_params(params).aws_conn_id)
+    now = datetime.now(UTC)
+    logical = parse_logical_date_arg(args.logical_date) if args.logical_date else now
+    default_id = f"cli__backfill__{logical.strftime('%Y%m%dT%H%M')}" if args.logical_date else \
+        f"cli__{now.strftime('%Y%m%dT%H%M%S')}"
+    summary, rows = run_pipeline(params, run_id=args.run_id or default_id, logical_date=logical.isoformat(),
+                                 conn=conn)
+    print_summary(to_frame(rows))
+    print(json.dumps(summary, indent=2))
+    problems = run_problems(summary)
+    try:
+        check_outcome(summary)
+    except RunFailed as exc:
+        problems.append(str(exc))
+    for problem in dict.fromkeys(problems):
+        print(f"not fully ok: {problem}", file=sys.stderr)
+    return EXIT_NOT_OK if problems else EXIT_OK
+
+
+def parse_logical_date_arg(value: str) -> datetime:
+    """`YYYY-MM-DD` or `YYYY-MM-DDTHH:MM` (UTC) -> an aware datetime."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2})?", value):
+        raise ConfigError("--logical-date", value, "must be YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)")
+    try:
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    except ValueError as exc:
+        raise ConfigError("--logical-date", value, f"must be a real date and time ({exc})") from exc
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """The cells a run of this suite/conf would measure, checked exactly as a run's plan step checks them (Params,
+    specs, bring-your-own files and their `sha256`); nothing is converted, started or published."""
+    params = conf_params(args.suite, args.conf)
+    plan = plan_run(params, connection_from_env(RunConfig.from_params(params).aws_conn_id))
+    if args.json:
+        print(json.dumps({"suite": plan.config.suite, **plan.to_dict()}, indent=2, sort_keys=True))
+        return EXIT_OK
+    suite = plan.config.suite
+    print(f"plan of {'suite ' + suite if suite else 'the default Params'}{' with overrides' if args.conf else ''}: "
+          f"{len(plan.conversions)} conversions, {len(plan.sessions)} server sessions, {len(plan.cells)} cells "
+          "(nothing run)")
+    print("conversions: " + ", ".join(f"{c['model']}/{c['format']}" for c in plan.conversions))
+    for session in plan.sessions:
+        print(f"session {session.session_id}")
+        for cell in session.cells:
+            print(f"  {cell.cell_id:<60} {cell.protocol}")
+    return EXIT_OK
+
+
+def add_commands(sub) -> None:
+    run = sub.add_parser("run", help="run the pipeline steps in this process (no scheduler)")
+    run.add_argument("--conf", help="JSON of Params (see the DAG); they override the suite's")
+    run.add_argument("--suite", help="suites/<name>.yaml to run (default: none, the built-in defaults)")
+    run.add_argument("--run-id")
+    run.add_argument("--logical-date", help="YYYY-MM-DD[THH:MM] (UTC), for backfills; default now")
+    run.set_defaults(func=cmd_run)
+    plan = sub.add_parser("plan", help="the cells a run of a suite/conf would measure (checked; nothing is run)")
+    plan.add_argument("--suite", help="suites/<name>.yaml: its Params, overridden by --conf")
+    plan.add_argument("--conf", help="JSON of Params")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.set_defaults(func=cmd_plan)

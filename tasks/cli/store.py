@@ -1,0 +1,194 @@
+"""The store reader: the published runs, a run's report rebuilt, two runs compared, the hosts a matrix needs, and
+the exclusions that keep a night out of the baselines.
+
+    python -m tasks.cli runs                                    # the published runs: status, suite, regressions
+    python -m tasks.cli report RUN --out report.html            # rebuild a run's report from the store
+    python -m tasks.cli compare RUN_A RUN_B                     # side by side per cell, changes beyond noise
+    python -m tasks.cli hosts RUN --window-h 4                  # measuring hosts a nightly matrix needs
+    python -m tasks.cli exclude RUN_ID [--cell CELL_ID ...] --reason TEXT   # keep a run out of baselines
+    python -m tasks.cli exclusions | include EXCLUSION_ID
+
+Every one of them names the store the same way: `--bucket`, `--prefix` and `--conn-id` (the run's defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tasks.cli.output import change_text, table
+from tasks.core.errors import ConfigError
+from tasks.core.metrics import METRICS
+from tasks.core.results import frame_records
+from tasks.plan.capacity import cell_durations, hosts_needed, run_matrix
+from tasks.plan.config import RunConfig
+from tasks.regress.annotations import add_exclusion, list_exclusions, remove_exclusion
+from tasks.regress.compare import compare_rows
+from tasks.report.page import rebuild_report
+from tasks.report.trend import differences
+from tasks.store.history import find_run, read_results, run_summaries
+from tasks.store.publish import safe_run_id
+from tasks.store.s3 import S3Store, connection_from_env
+
+DEFAULTS = RunConfig()
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bucket", default=DEFAULTS.s3_bucket, help=f"the result store's bucket (default "
+                                                                     f"{DEFAULTS.s3_bucket})")
+    parser.add_argument("--prefix", default=DEFAULTS.s3_prefix, help=f"the result store's prefix (default "
+                                                                     f"{DEFAULTS.s3_prefix})")
+    parser.add_argument("--conn-id", default=DEFAULTS.aws_conn_id,
+                        help=f"the Airflow AWS connection, from AIRFLOW_CONN_<ID> (default {DEFAULTS.aws_conn_id})")
+
+
+def open_store(args: argparse.Namespace) -> S3Store:
+    store = S3Store(args.bucket, args.prefix, connection_from_env(args.conn_id), sse=DEFAULTS.s3_sse)
+    store.check()
+    return store
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """The published runs, oldest first: date, run id, status, suite, regression count."""
+    store = open_store(args)
+    runs = run_summaries(store, args.limit or None)
+    if args.json:
+        print(json.dumps(runs, indent=2))
+        return 0
+    if not runs:
+        print(f"no published run in {store.describe()}")
+        return 0
+    print(table([[r["dt"], r["run_id"], r["status"], r["suite"] or "-",
+                  "-" if r["regressions"] is None else str(r["regressions"]), (r["git_sha"] or "-")[:10]]
+                 for r in runs], ["dt", "run_id", "status", "suite", "regressions", "git"]))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Rebuild a run's report.html from its published files; say whether it equals the published page."""
+    store = open_store(args)
+    manifest = find_run(store, args.run)
+    page = rebuild_report(store, manifest).encode()
+    out = Path(args.out or f"report-{safe_run_id(manifest['run_id'])}.html")
+    out.write_bytes(page)
+    names = {o["name"]: o["key"] for o in manifest["objects"]}
+    same = "report.html" in names and store.get(names["report.html"]) == page
+    verdict = "identical to" if same else "differs from" if "report.html" in names else "no"
+    print(f"wrote {out} ({len(page):,} bytes) for run {manifest['run_id']}: {verdict} the published report.html")
+    return 1 if args.check and not same else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Two published runs side by side per cell key; exit 1 when B is worse than A beyond noise somewhere."""
+    store = open_store(args)
+    manifest_a, manifest_b = find_run(store, args.run_a), find_run(store, args.run_b)
+    rows_a = frame_records(read_results(store, manifest_a))
+    rows_b = frame_records(read_results(store, manifest_b))
+    records = compare_rows(rows_a, rows_b)
+    diffs = differences(manifest_a.get("provenance") or {}, rows_a, manifest_b.get("provenance") or {}, rows_b)
+    if args.json:
+        print(json.dumps({"a": manifest_a["run_id"], "b": manifest_b["run_id"], "incomparable": diffs,
+                          "cells": records}, indent=2, default=str))
+    else:
+        print(f"A = {manifest_a['run_id']} ({manifest_a['logical_date'][:19]}, {manifest_a['status']})")
+        print(f"B = {manifest_b['run_id']} ({manifest_b['logical_date'][:19]}, {manifest_b['status']})")
+        for diff in diffs:
+            print(f"warning: not comparable: {diff}")
+        metrics = ("throughput_rps", "latency_ms_p99")
+        header = ["cell", "status", *(f"{METRICS[m].label} ({METRICS[m].unit})" for m in metrics), "verdict", "notes"]
+        print(table([[r["label"], f"{r['status_a'] or '-'} -> {r['status_b'] or '-'}",
+                      *(change_text(r["metrics"].get(m)) for m in metrics), r["verdict"], "; ".join(r["notes"])]
+                     for r in records], header))
+        counts = {v: sum(r["verdict"] == v for r in records) for v in ("worse", "better", "same", "new", "gone")}
+        print(f"{len(records)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+              + " (++/--: better/worse beyond noise)")
+    return 1 if any(r["verdict"] == "worse" for r in records) else 0
+
+
+def cmd_hosts(args: argparse.Namespace) -> int:
+    """How many measuring hosts a nightly matrix needs for a window, from a published run's session timelines."""
+    store = open_store(args)
+    manifest = find_run(store, args.run)
+    names = {o["name"]: o["key"] for o in manifest["objects"]}
+    if "logs/sessions.json" not in names:
+        raise ConfigError("run", args.run, "must be a published run with logs/sessions.json")
+    durations = cell_durations(json.loads(store.get(names["logs/sessions.json"])))
+    plan = json.loads(store.get(names["plan.json"])) if "plan.json" in names else {}
+    models, stacks, loads = run_matrix(plan)
+    estimate = hosts_needed(durations, args.models or models, args.stacks or stacks, args.loads or loads,
+                            args.window_h * 3600)
+    if args.json:
+        print(json.dumps({"run_id": manifest["run_id"], "durations": durations.to_dict(),
+                          "estimate": estimate.to_dict()}, indent=2))
+        return 0
+    print(f"run {manifest['run_id']} ({manifest['logical_date'][:10]}): {durations.sessions} server sessions, "
+          f"{durations.points} load points, on host(s) {', '.join(durations.hosts)}; "
+          f"{durations.busy_s:.0f} s of servers up")
+    print(f"  per load point: {durations.point_s:.1f} s (longest {durations.point_max_s:.1f} s)")
+    print(f"  per session besides its load points (start-up, served check, stop): {durations.overhead_s:.1f} s "
+          f"(longest {durations.overhead_max_s:.1f} s)")
+    print(f"  between two sessions on a host (the next task's start): {durations.gap_s:.1f} s "
+          f"({durations.gaps} gaps measured)")
+    print(f"matrix: {estimate.models} models x {estimate.stacks} stacks x {estimate.loads} load points = "
+          f"{estimate.sessions} sessions, {estimate.host_time_s / 3600:.2f} h of host time")
+    if estimate.hosts_needed is None:
+        print(f"window {args.window_h:g} h: no number of hosts fits it: {estimate.note}")
+    else:
+        print(f"window {args.window_h:g} h: {estimate.hosts_needed} host(s) ({estimate.note})")
+    return 0
+
+
+def cmd_exclude(args: argparse.Namespace) -> int:
+    exclusion = add_exclusion(open_store(args), args.run, args.cell, args.reason)
+    what = f"cells {exclusion['cells']}" if exclusion["cells"] else "the whole run"
+    print(f"excluded {what} of run {exclusion['run_id']} from baselines (exclusion {exclusion['id']}): "
+          f"{exclusion['reason']}")
+    return 0
+
+
+def cmd_exclusions(args: argparse.Namespace) -> int:
+    for e in list_exclusions(open_store(args)):
+        print(f"{e['id']}  {e['run_id']}  {','.join(e['cells']) if e['cells'] else '(whole run)'}  "
+              f"{e['created_at'][:16]} {e['created_by']}: {e['reason']}")
+    return 0
+
+
+def cmd_include(args: argparse.Namespace) -> int:
+    exclusion = remove_exclusion(open_store(args), args.exclusion_id)
+    print(f"removed exclusion {exclusion['id']} of run {exclusion['run_id']}")
+    return 0
+
+
+def add_commands(sub) -> None:
+    """The subcommands that read (or annotate) the store: runs, report, compare, hosts, exclude, exclusions,
+    include."""
+    runs = sub.add_parser("runs", help="the published runs with status, suite and regression count")
+    runs.add_argument("--limit", type=int, default=0, help="only the newest N")
+    runs.add_argument("--json", action="store_true")
+    report = sub.add_parser("report", help="rebuild a run's report.html from the store")
+    report.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run_id=<id>")
+    report.add_argument("--out", help="where to write the page (default report-<run id>.html)")
+    report.add_argument("--check", action="store_true", help="exit 1 when it differs from the published page")
+    compare = sub.add_parser("compare", help="two runs side by side per cell, changes beyond noise marked")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    compare.add_argument("--json", action="store_true")
+    hosts = sub.add_parser("hosts", help="measuring hosts a nightly matrix needs for a window (from a run's timelines)")
+    hosts.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run_id=<id>")
+    hosts.add_argument("--window-h", type=float, default=4.0, help="the nightly window, hours (default 4)")
+    hosts.add_argument("--models", type=int, help="M models (default: the run's)")
+    hosts.add_argument("--stacks", type=int, help="S stacks, server x format (default: the run's)")
+    hosts.add_argument("--loads", type=int, help="L load points per session (default: the run's)")
+    hosts.add_argument("--json", action="store_true")
+    exclude = sub.add_parser("exclude", help="exclude a published run (or some of its cells) from baselines")
+    exclude.add_argument("run", help="the run id")
+    exclude.add_argument("--cell", action="append", help="a cell id (`tasks.cli plan` lists them); repeat; default all")
+    exclude.add_argument("--reason", required=True, help="why (shown next to the baselines)")
+    exclusions = sub.add_parser("exclusions", help="list the exclusions in the store")
+    include = sub.add_parser("include", help="remove an exclusion (by its id)")
+    include.add_argument("exclusion_id")
+    for parser, func in ((runs, cmd_runs), (report, cmd_report), (compare, cmd_compare), (hosts, cmd_hosts),
+                         (exclude, cmd_exclude), (exclusions, cmd_exclusions), (include, cmd_include)):
+        add_store_options(parser)
+        parser.set_defaults(func=func)
