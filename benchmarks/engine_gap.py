@@ -5,7 +5,7 @@ for this model (reading and writing its tensors as JSON, in Python and in KServe
     .venv/bin/python benchmarks/engine_gap.py --model bert-base --duration-s 15
     .venv/bin/python benchmarks/engine_gap.py --model resnet50 --costs-only   # the per-request costs alone
 
-Figures, not pass/fail: the README's "Fair defaults, explained gaps" quotes them.
+Figures, not pass/fail: docs/tuning.md ("Fair defaults, explained gaps") quotes them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The host-noise benchmark's analysis (benchmarks/host_noise.py): its figures must mean what the README says."""
+"""The host-noise benchmark's analysis (benchmarks/host_noise.py): its figures mean what docs/regressions.md says."""
 
 from __future__ import annotations
 

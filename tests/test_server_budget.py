@@ -82,7 +82,7 @@ def test_threads_follow_the_cpus(cpus, instances, per_instance, process):
 
 
 def test_each_server_sizes_its_threads(mlp_spec, mlp_onnx, mlp_torchscript, tmp_path):
-    """The rule per server (README): workers = instances, threads per worker = CPUs / instances."""
+    """The rule per server (docs/servers.md): workers = instances, threads per worker = CPUs / instances."""
     import json
 
     from tasks.serve.servers import get_server

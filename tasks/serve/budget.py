@@ -12,7 +12,7 @@ Params `server_cpus` (an integer: a count of CPUs; a string: a CPU set such as "
 - `server_memory` is the container's memory limit (swap included: no swap beyond it). The process launcher
   cannot bound a process tree's memory without a container, so its rows record no memory limit;
 - each server's own threads and workers follow the CPU count of its set (`ServingOptions.cpus`; the rule per
-  server is in the README).
+  server is in docs/servers.md).
 
 The rows record what was applied: `server_cpus` as the CPU set the server could run on ("1", "0-3", "1,3"),
 `server_memory` as the limit given to the engine, or null.
