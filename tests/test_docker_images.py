@@ -1,31 +1,22 @@
-"""Images: tagged by the hash of what went into them and reused; the host's CPU torch wheel inside; the CA build
-option; and a real build that takes its extra CAs from the option."""
+"""Images: tagged by the hash of what went into them and reused; one builder image as every venv image's build
+stage; the host's CPU torch wheel inside; the CA build option, in the builder only; and a real builder whose pip
+passes this host's TLS-inspecting proxy with the option's CAs."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tasks.core.errors import ConfigError, RuntimeBuildError
-from tasks.runtimes import images
-from tasks.runtimes.images import (
-    CA_ENV,
-    ImageRef,
-    ca_files,
-    context_files,
-    ensure_image,
-    host_wheels,
-    inputs_sha256,
-    is_project_image,
-    project_image,
-)
+from tasks.runtimes import build_context, images
+from tasks.runtimes.build_context import CA_ENV, ca_files, context_files, host_wheels, inputs_sha256
+from tasks.runtimes.images import BUILDER, ImageRef, ensure_image, is_project_image, project_image
 
 
 def test_ca_option(tmp_path, monkeypatch):
-    monkeypatch.setattr(images, "HOST_CA_DIR", tmp_path / "host")
+    monkeypatch.setattr(build_context, "HOST_CA_DIR", tmp_path / "host")
     (tmp_path / "host" / "corp").mkdir(parents=True)
     (tmp_path / "host" / "corp" / "proxy.crt").write_text("-----BEGIN CERTIFICATE-----\n")
     assert ca_files("host") == [tmp_path / "host" / "corp" / "proxy.crt"]
@@ -43,18 +34,35 @@ def test_ca_option(tmp_path, monkeypatch):
         assert info.value.field == CA_ENV and "'host', 'none'" in info.value.rule
 
 
-def test_context_holds_the_runtimes_files_the_cpu_wheel_and_the_cas(monkeypatch, tmp_path):
+def test_context_holds_the_runtimes_files_the_cpu_wheel_and_the_builder_the_cas(monkeypatch, tmp_path):
     monkeypatch.setenv(CA_ENV, "none")
     files = context_files("custom")
     assert {"Dockerfile", "requirements.txt", "app.py"} <= set(files)
-    assert files["requirements.txt"] == images.requirements_path("custom")  # the process launcher's very file
+    assert files["requirements.txt"] == build_context.requirements_path("custom")  # the process launcher's file
     (wheel,) = [name for name in files if name.startswith("wheels/")]
     assert wheel.startswith("wheels/torch-2.13.0+cpu-") and wheel.endswith(".whl")
-    assert not [name for name in files if name.startswith("ca/")]
     cert = tmp_path / "proxy.crt"
     cert.write_text("-----BEGIN CERTIFICATE-----\n")
     monkeypatch.setenv(CA_ENV, str(cert))
-    assert context_files("custom")["ca/00-proxy.crt"] == cert
+    assert not [name for name in context_files("custom") if name.startswith("ca/")]  # the builder trusts them
+    assert context_files(BUILDER)["ca/00-proxy.crt"] == cert
+    assert set(context_files(BUILDER)) == {"Dockerfile", "ca/00-proxy.crt"}  # no requirements, no wheels
+    converter = context_files("convert-torch")  # the code its entry point imports, at its repository paths
+    assert {"app/tasks/core/spec.py", "app/models/mlp.yaml", "app/docker/convert-torch/convert.py"} <= set(converter)
+    airflow = context_files("airflow")  # carries the runtimes' wheels without installing them
+    assert [n for n in airflow if n.startswith("runtime-wheels/")]
+    assert not [n for n in airflow if n.startswith("wheels/")]
+
+
+def test_every_venv_image_starts_from_the_one_builder():
+    """The build stage is written once (docker/builder/Dockerfile); an image with a venv starts from it."""
+    for dockerfile in sorted(build_context.DOCKER_DIR.glob("*/Dockerfile")):
+        image = dockerfile.parent.name
+        text = "\n".join(line for line in dockerfile.read_text().splitlines() if not line.startswith("#"))
+        if image in build_context.NO_VENV:
+            assert "FROM ${BUILDER_IMAGE}" not in text, image
+            continue
+        assert "FROM ${BUILDER_IMAGE} AS build" in text and "pip install" not in text, image
 
 
 def test_tag_is_the_hash_of_the_inputs(tmp_path):
@@ -91,7 +99,7 @@ def test_project_image_names():
 @pytest.mark.integration
 def test_images_are_reused_and_carry_the_cpu_torch(project_images, docker_engine):
     """A second ensure builds nothing (same tag, same id); the runtime image has the CPU torch and neither the
-    wheels nor the CA files of its build stage."""
+    wheels nor the CA files of its build stage (the builder's)."""
     for runtime, image in project_images.items():
         again = ensure_image(runtime, docker_engine)
         assert (again.ref, again.image_id, again.built_now) == (image.ref, image.image_id, False)
@@ -104,43 +112,21 @@ def test_images_are_reused_and_carry_the_cpu_torch(project_images, docker_engine
     assert out.decode().split() == ["2.13.0+cpu", "False", "False"]
 
 
-CA_DOCKERFILE = """\
-ARG BASE_IMAGE
-FROM ${BASE_IMAGE}
-COPY ca/ /usr/local/share/ca-certificates/serving-eval/
-RUN update-ca-certificates >/dev/null 2>&1 && python3 -m venv /v \\
- && /v/bin/pip download --no-deps --retries 0 -d /tmp six==1.17.0
-"""
-
-
 @pytest.mark.integration
-def test_a_build_with_the_ca_option(tmp_path, monkeypatch, docker_engine):
-    """pip inside a build reaches the index through this host's TLS-inspecting proxy once the option adds the
-    host's extra CAs; without them (where the host has any) it fails on the certificate, the reason it exists."""
-    runtime = "ca-check"
-    folder = tmp_path / "docker" / runtime
-    folder.mkdir(parents=True)
-    (folder / "Dockerfile").write_text(CA_DOCKERFILE)
-    (folder / "requirements.txt").write_text("six==1.17.0\n")
-    monkeypatch.setattr(images, "DOCKER_DIR", tmp_path / "docker")
-    monkeypatch.setattr("tasks.runtimes.venvs.DOCKER_DIR", tmp_path / "docker")
-    built = []
-    try:
-        for option in ("host", "none"):
-            if option == "none" and not ca_files("host"):
-                break  # no extra CAs on this host: nothing to leave out
-            monkeypatch.setenv(CA_ENV, option)
-            try:
-                image = ensure_image(runtime, docker_engine)
-                built.append(image.ref)
-            except RuntimeBuildError as exc:
-                assert option == "none", f"the build with the host's CAs failed: {exc}"
-                assert "CERTIFICATE_VERIFY_FAILED" in str(exc)
-    finally:
-        for ref in built:
-            docker_engine.images.remove(ref, force=True)
-        shutil.rmtree(tmp_path / "docker", ignore_errors=True)
-    assert built and built[0].startswith(f"serving-eval/{runtime}:")
+def test_the_builder_takes_its_cas_from_the_option(monkeypatch, docker_engine):
+    """pip inside the builder reaches the index through this host's TLS-inspecting proxy with the option's CAs (the
+    builder's own build upgrades pip; a container of it downloads a package); without them (where the host has
+    any) the build fails on the certificate, the reason the option exists."""
+    monkeypatch.setenv(CA_ENV, "host")
+    builder = ensure_image(BUILDER, docker_engine)
+    out = docker_engine.containers.run(builder.ref, ["-c", "pip download --no-deps --retries 0 -q -d /tmp six==1.17.0 "
+                                                           "&& ls /tmp"], entrypoint="sh", remove=True)
+    assert "six-1.17.0" in out.decode()
+    if not ca_files("host"):
+        return  # no extra CAs on this host: nothing to leave out
+    monkeypatch.setenv(CA_ENV, "none")
+    with pytest.raises(RuntimeBuildError, match="CERTIFICATE_VERIFY_FAILED"):
+        ensure_image(BUILDER, docker_engine)
 
 
 @pytest.mark.integration

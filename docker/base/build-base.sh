@@ -24,8 +24,14 @@ rm -f "$root.log"
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
        "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/*
 find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name 'C.*' -exec rm -rf {} + 2>/dev/null || true
+# The project's conventions, set once here for every image built on this base: a venv at /opt/venv (first on
+# PATH; the builder image makes it, docker/builder/), the project's files in /opt/serving-eval (the working folder,
+# importable), unbuffered output and no .pyc files written at run time.
+mkdir -p "$root/opt/serving-eval"
 tar --numeric-owner -C "$root" -c . | docker import \
-  --change 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  --change 'ENV LANG=C.UTF-8 PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  --change 'ENV VIRTUAL_ENV=/opt/venv PYTHONPATH=/opt/serving-eval PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1' \
+  --change 'WORKDIR /opt/serving-eval' \
   --change 'CMD ["/bin/bash"]' \
   --message "serving-eval base: debootstrap --variant=minbase $suite + $packages" - "$tag" >/dev/null
 echo "$tag"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tasks.core.paths import DOCKER_DIR
 from tasks.runtimes.images import (
+    BUILDER,
     DEPLOYMENT_IMAGES,
     SERVING_RUNTIMES,
     base_tag,
@@ -40,7 +41,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     client = docker_client()
-    keep = {image_tag(r, client, log=lambda _: None)[0] for r in (*SERVING_RUNTIMES, *DEPLOYMENT_IMAGES)}
+    keep = {image_tag(r, client, log=lambda _: None)[0] for r in (BUILDER, *SERVING_RUNTIMES, *DEPLOYMENT_IMAGES)}
     remove_stale(client, keep | {base_tag()})
     return 0
 

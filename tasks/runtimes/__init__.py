@@ -2,7 +2,9 @@
 trees, ports and stop requests.
 
     venvs.py          one venv per docker/<runtime>/requirements.txt, cached by its hash (the process launcher)
-    images.py         the project's Debian base and one image per runtime, tagged by their inputs; official images
+    images.py         the project's Debian base, the builder, one image per runtime, tagged by their inputs; official
+                      images
+    build_context.py  what goes into an image's build (files, host wheels, the CA option) and the hash that tags it
     docker_engine.py  the local Docker engine: one that answers, or dockerd started and stopped by its PID
     proctree.py       ending a whole process tree we started, by PID
     ports.py          free loopback ports

@@ -1,20 +1,17 @@
-"""Container images: the project's Debian base and one image per runtime, tagged by what went into them, reused.
+"""Container images: the project's Debian base, one builder, and one image per runtime, each tagged by what went
+into it, and reused.
 
     serving-eval/base:<hash>       docker/base/build-base.sh: debootstrap --variant=minbase + Python 3.11, imported
-    serving-eval/<runtime>:<hash>  docker/<runtime>/Dockerfile FROM that base (build argument BASE_IMAGE)
+    serving-eval/builder:<hash>    docker/builder/Dockerfile FROM the base: the one build stage of every image with a
+                                   venv (the CA option trusted, pip, and ONBUILD steps that install the context's
+                                   requirements.txt and wheels/ into /opt/venv)
+    serving-eval/<runtime>:<hash>  docker/<runtime>/Dockerfile: `FROM <builder> AS build`, then FROM the base with
+                                   the venv copied over (build arguments BASE_IMAGE, BUILDER_IMAGE)
 
-A runtime image builds from a context assembled here, never from the repository as a whole:
-
-    Dockerfile, requirements.txt    the same requirements file the process launcher's venv is built from
-    <the runtime's other files>     entry scripts (docker/<runtime>/*.py ...)
-    tasks/, models/                 only for the converters, whose entry points import them
-    wheels/                         the host's wheels of HOST_WHEELS (torch's CPU build: inside a build, pip sees
-                                    only the public index, whose torch is a multi-GB CUDA build)
-    ca/                             extra CA certificates (the CA build option, `SERVING_EVAL_CA_CERTS`)
-
-The tag is the SHA-256 of every file of that context (names and bytes), the base image's id and the build
-arguments, so an unchanged runtime is never rebuilt: like the runtime venvs, a second run builds nothing. Builds
-of one runtime take a file lock, so two processes that need the same image build it once.
+Each image builds from a context assembled by tasks/runtimes/build_context.py; the tag is the SHA-256 of that
+context, the base image's id and the build arguments, so an unchanged runtime is never rebuilt: like the runtime
+venvs, a second run builds nothing. Builds of one image take a file lock, so two processes that need the same
+image build it once.
 
 Official images (NVIDIA's Triton, TorchServe's, TensorFlow Serving's) are not built: they are used as the
 registry serves them, when one does (`official_image`).
@@ -22,12 +19,6 @@ registry serves them, when one does (`official_image`).
 The deployment's images (docker/compose.yaml) build the same way: `airflow` (docker/airflow/: Airflow with this
 project, from the repository's requirements.txt and code), `postgres` and `redis` (Debian's packages on the base).
 `python -m tasks.cli images compose-env` builds or reuses them and writes their tags into docker/compose.env.
-
-The CA option (`SERVING_EVAL_CA_CERTS`): `host` (the default) copies the host's extra CA certificates, those
-installed with update-ca-certificates under /usr/local/share/ca-certificates, into the build (a TLS-inspecting
-proxy, as in many companies: without them pip fails with CERTIFICATE_VERIFY_FAILED); a path names a `.crt`
-file or a folder of them; `none` adds nothing. They are used by the build stage only (pip); the runtime image
-does not carry them.
 """
 
 from __future__ import annotations
@@ -36,45 +27,28 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from tasks.core.errors import ConfigError, RuntimeBuildError, ServerStartError
-from tasks.core.paths import DOCKER_DIR, REPO_ROOT, cache_root
+from tasks.core.errors import RuntimeBuildError, ServerStartError
+from tasks.core.paths import DOCKER_DIR, cache_root
+from tasks.runtimes.build_context import NO_VENV, context_files, inputs_sha256
 from tasks.runtimes.docker_engine import docker_client as engine_client
-from tasks.runtimes.venvs import available_runtimes, requirements_path
 
 PROJECT_REPO = "serving-eval"
 BASE_SCRIPT = DOCKER_DIR / "base" / "build-base.sh"
 BASE_ENV = ("DEBIAN_SUITE", "DEBIAN_MIRROR")  # build-base.sh settings: part of the base image's hash
-CA_ENV = "SERVING_EVAL_CA_CERTS"
-HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
-# requirement name -> text its wheel's file name must hold: these wheels come from the host's pip into wheels/
-HOST_WHEELS = {"torch": "+cpu"}
+BUILDER = "builder"  # docker/builder/: the build stage every image with a venv starts from
 # The runtimes that serve (their images are what `make images` builds); TF Serving has only its official image.
 SERVING_RUNTIMES = ("triton", "torchserve", "bentoml", "kserve", "custom")
-SKIP_CONTEXT = ("README.md", "__pycache__")
-# Repository folders a runtime's entry point imports (the converters run tasks.* and models.* builders): part of
-# its context, so of its hash.
-EXTRA_CONTEXT = {runtime: ("tasks", "models") for runtime in ("convert-torch", "convert-tf", "convert-tensorrt")}
-EXTRA_SUFFIXES = (".py", ".yaml")
-# The deployment's images (docker/compose.yaml): Airflow with the project (its context: the repository's
-# requirements.txt, code, DAGs, plugins, catalogue, suites and every runtime's folder), PostgreSQL and Redis from
-# Debian's packages. They are not runtimes: no docker/<name>/requirements.txt, no host wheels.
+# The deployment's images (docker/compose.yaml): Airflow with the project, PostgreSQL and Redis from Debian's
+# packages. They are not runtimes: no docker/<name>/requirements.txt.
 DEPLOYMENT_IMAGES = ("airflow", "postgres", "redis")
-EXTRA_CONTEXT["airflow"] = ("tasks", "models", "dags", "plugins", "suites")
-EXTRA_WHOLE = {"airflow": ("docker",)}  # every file of these folders (entry scripts, configs), not only .py/.yaml
-ROOT_FILES = {"airflow": ("requirements.txt",)}
-# Images whose workers build the runtimes' venvs at run time (converters, launcher=process servers): they carry the
-# host wheels every runtime pins (torch's CPU build), found by pip through PIP_FIND_LINKS.
-RUNTIME_WHEELS = ("airflow",)
 # The variables of docker/compose.yaml that name the deployment's images (python -m tasks.cli images compose-env)
 COMPOSE_VARS = {"airflow": "SERVING_EVAL_AIRFLOW_IMAGE", "postgres": "SERVING_EVAL_POSTGRES_IMAGE",
                 "redis": "SERVING_EVAL_REDIS_IMAGE"}
@@ -83,7 +57,6 @@ LABEL_RUNTIME = "serving-eval.runtime"
 BUILD_TIMEOUT_S = 3600
 PULL_TIMEOUT_S = 120
 KINDS = ("project", "official")
-_REQ_LINE = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*==\s*([^\s;#]+)")
 
 
 class ImageUnavailable(ServerStartError):
@@ -119,125 +92,6 @@ def images_dir() -> Path:
     path = cache_root() / "images"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """A file's SHA-256, remembered beside large files (wheels) keyed by size and mtime."""
-    stat = path.stat()
-    if stat.st_size < 1 << 24:
-        return _sha256_file(path)
-    sidecar = path.with_name(path.name + ".sha256.json")
-    key = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    if sidecar.is_file():
-        saved = json.loads(sidecar.read_text())
-        if {k: saved.get(k) for k in key} == key:
-            return saved["sha256"]
-    sha = _sha256_file(path)
-    sidecar.write_text(json.dumps({**key, "sha256": sha}))
-    return sha
-
-
-# --- the CA build option ------------------------------------------------------------------------------------
-
-def ca_files(option: str | None = None) -> list[Path]:
-    """The extra CA certificates a build adds, by the CA option (`$SERVING_EVAL_CA_CERTS`, default `host`)."""
-    option = option if option is not None else os.environ.get(CA_ENV, "host")
-    if option == "none":
-        return []
-    if option == "host":
-        return sorted(p for p in HOST_CA_DIR.rglob("*.crt") if p.is_file()) if HOST_CA_DIR.is_dir() else []
-    path = Path(option)
-    if path.is_file():
-        return [path]
-    if path.is_dir():
-        found = sorted(p for p in path.rglob("*.crt") if p.is_file())
-        if found:
-            return found
-    raise ConfigError(CA_ENV, option, "must be 'host', 'none', a .crt file, or a folder holding .crt files")
-
-
-# --- host wheels ----------------------------------------------------------------------------------------------
-
-def pinned_requirements(runtime: str) -> dict[str, str]:
-    """name -> pinned version of each `name==version` line of the runtime's requirements file."""
-    pins = {}
-    for line in requirements_path(runtime).read_text().splitlines():
-        match = _REQ_LINE.match(line)
-        if match:
-            pins[match[1].lower().replace("_", "-")] = match[2]
-    return pins
-
-
-def host_wheels(runtime: str, log=print) -> list[Path]:
-    """The host's wheels of the runtime's HOST_WHEELS requirements, fetched once by the host's pip (its own
-    settings: a local wheel folder, a mirror) into <cache>/wheels/ and reused."""
-    wheels = []
-    if runtime in DEPLOYMENT_IMAGES and runtime not in RUNTIME_WHEELS:
-        return wheels
-    pins = pinned_requirements(runtime) if runtime not in RUNTIME_WHEELS else {
-        name: version for r in available_runtimes() for name, version in pinned_requirements(r).items()}
-    for name, version in sorted(pins.items()):
-        if name not in HOST_WHEELS:
-            continue
-        folder = cache_root() / "wheels" / f"{name}-{version}"
-        found = sorted(folder.glob("*.whl")) if folder.is_dir() else []
-        if not found:
-            folder.mkdir(parents=True, exist_ok=True)
-            log(f"images: fetching the host's wheel of {name}=={version} with the host's pip")
-            proc = subprocess.run([sys.executable, "-m", "pip", "download", f"{name}=={version}", "--no-deps",
-                                   "--only-binary=:all:", "--quiet", "-d", str(folder)],
-                                  capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-            found = sorted(folder.glob("*.whl"))
-            if proc.returncode != 0 or not found:
-                raise RuntimeBuildError(f"images: pip download {name}=={version} failed (rc {proc.returncode}):\n"
-                                        f"{(proc.stdout + proc.stderr)[-2000:]}")
-        wheel = found[-1]
-        if HOST_WHEELS[name] not in wheel.name:
-            raise ConfigError(f"host wheel of {name}=={version}", wheel.name,
-                              f"must be the build marked {HOST_WHEELS[name]!r} (the CPU build): point the host's pip "
-                              "at a source of it (PIP_FIND_LINKS or PIP_EXTRA_INDEX_URL), then delete "
-                              f"{folder} and build again")
-        wheels.append(wheel)
-    return wheels
-
-
-# --- build contexts and tags ------------------------------------------------------------------------------------
-
-def context_files(runtime: str, log=print) -> dict[str, Path]:
-    """Name inside the build context -> file on the host, for the runtime's image."""
-    folder = DOCKER_DIR / runtime
-    if not (folder / "Dockerfile").is_file():
-        raise ConfigError("runtime", runtime, f"has no Dockerfile under {folder}; images exist for "
-                                              f"{sorted(p.parent.name for p in DOCKER_DIR.glob('*/Dockerfile'))}")
-    files = {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
-             if p.is_file() and not any(part in SKIP_CONTEXT for part in p.relative_to(folder).parts)}
-    for name in (*EXTRA_CONTEXT.get(runtime, ()), *EXTRA_WHOLE.get(runtime, ())):
-        root = REPO_ROOT / name
-        whole = name in EXTRA_WHOLE.get(runtime, ())
-        files.update({p.relative_to(REPO_ROOT).as_posix(): p for p in sorted(root.rglob("*"))
-                      if p.is_file() and (whole or p.suffix in EXTRA_SUFFIXES) and "__pycache__" not in p.parts
-                      and not p.name.startswith("compose")})  # the deployment's files are not the image's
-    files.update({name: REPO_ROOT / name for name in ROOT_FILES.get(runtime, ())})
-    files.update({f"wheels/{w.name}": w for w in host_wheels(runtime, log)})
-    files.update({f"ca/{i:02d}-{p.name}": p for i, p in enumerate(ca_files())})
-    return files
-
-
-def inputs_sha256(files: dict[str, Path], base_id: str, buildargs: dict[str, str]) -> str:
-    digest = hashlib.sha256()
-    for name in sorted(files):
-        digest.update(f"{name}\0{file_sha256(files[name])}\n".encode())
-    digest.update(f"base\0{base_id}\n".encode())
-    digest.update(json.dumps(buildargs, sort_keys=True).encode())
-    return digest.hexdigest()
 
 
 def base_tag() -> str:
@@ -299,10 +153,15 @@ def ensure_base(client=None, log=print) -> ImageRef:
 
 
 def image_tag(runtime: str, client=None, log=print) -> tuple[str, dict[str, Path], ImageRef, dict[str, str]]:
-    """(tag, context files, base, build args) of the runtime's image as the repository and host are now."""
+    """(tag, context files, base, build args) of the runtime's image as the repository and host are now. An image
+    with a venv builds on the builder (built first when missing); the builder takes the pip index option."""
     base = ensure_base(client, log)
     files = context_files(runtime, log)
-    args = {"BASE_IMAGE": base.ref, **build_args()}
+    args = {"BASE_IMAGE": base.ref}
+    if runtime == BUILDER:
+        args.update(build_args())
+    elif runtime not in NO_VENV:
+        args["BUILDER_IMAGE"] = ensure_image(BUILDER, client, log).ref
     return f"{project_image(runtime)}:{inputs_sha256(files, base.image_id, args)[:16]}", files, base, args
 
 
@@ -336,7 +195,7 @@ def _build(runtime: str, tag: str, files: dict[str, Path], args: dict[str, str])
                 os.link(source, target)  # no copy of a large wheel where a hard link works
             except OSError:
                 shutil.copy2(source, target)
-        for folder in ("wheels", "ca"):  # COPY needs the folders even when empty
+        for folder in ("wheels", "ca", "app", "runtime-wheels"):  # COPY needs the folders even when empty
             (Path(context) / folder).mkdir(exist_ok=True)
             (Path(context) / folder / ".keep").touch()
         error = None
