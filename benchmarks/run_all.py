@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = (
     ("conversion: small models cold vs cache hit, resnet50/bert-base", ["convert_models.py"]),
     ("load generator capacity vs wrk and Locust on nginx", ["loadgen_capacity.py"]),
+    ("the harness's own cost per request: a null server beside the custom service and Triton", ["null_server.py"]),
     ("the same server as a process and in a container: throughput and p99", ["process_vs_container.py"]),
     ("default against tuned, per stack, on the MLP (a quick configuration search)", ["tune_stacks.py"]),
     ("each stack against its engine in process, BERT-base in ONNX Runtime", ["engine_gap.py"]),
