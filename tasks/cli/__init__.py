@@ -4,6 +4,7 @@
     runs.py     run, plan
     local.py    demo, airflow
     store.py    runs, report, compare, hosts, exclude, exclusions, include
+    contract.py reference (docs/results-reference.md from the results contract)
     images.py   images build|prune|compose-env
     engine.py   engine start|stop|status|run
     deploy.py   deploy init|bucket
