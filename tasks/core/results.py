@@ -100,7 +100,7 @@ CONTRACT: tuple[Column, ...] = (
         _col("runtime_image", STRING, "the container image or runtime venv the server ran in"),
         _col("engine", STRING, "the inference engine the server ran the format with (e.g. onnxruntime)"),
         _col("protocol", STRING, "the request codec spoken (kserve_v2_rest, kserve_v2_grpc, ...); rows before 1.1 "
-                                 "read back with the server's REST protocol", since="1.1"),
+                                 "(empty) measured the server's REST protocol", since="1.1"),
         _col("runtime_image_kind", STRING, "`official` (a registry's image), `project` (built by `make images`) or "
                                            "`venv`", since="1.3"),
         _col("config_id", STRING, "short id of the serving configuration (knob values); `default` when untuned "
@@ -323,8 +323,9 @@ def reference_markdown() -> str:
         "",
         "Runs are stored as `runs/dt=<YYYY-MM-DD>/run=<safe id>/results.parquet`. A hive-partitioned reader "
         "(DuckDB `hive_partitioning = true`, `pyarrow.dataset` with `partitioning=\"hive\"`, Spark, Athena) adds "
-        "these keys as columns (pyarrow as strings; DuckDB reads `dt` as a DATE). Neither repeats a column of the "
-        "table, so no reader replaces or rejects one:",
+        "these keys as columns: pyarrow as strings; DuckDB infers a type from the folder names it reads (`dt` a "
+        "DATE, `run` a VARCHAR unless every id it reads looks like a number). Neither repeats a column of the table, "
+        "so no reader replaces or rejects one:",
         "",
         "| key | meaning |",
         "|---|---|",
