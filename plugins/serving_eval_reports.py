@@ -2,7 +2,9 @@
 `report.html`, read from the result store through the runs' manifests (nothing half-written is shown).
 
 Where: *Browse → Serving eval reports* in the UI's navigation, shown in the UI's own frame at
-`/plugin/serving-eval`; the pages themselves are served by this plugin's FastAPI app under `/serving-eval/`.
+`/plugin/serving-eval`; the pages themselves are served by this plugin's FastAPI app under `/serving-eval/`, a
+run's report at `runs/dt=<date>/run=<id>/report.html`. Links from before results schema 1.4
+(`runs/dt=<date>/run_id=<id>/report.html`) still open their run, moved or not (`tasks.report.run_index.read_report`).
 
 Log-in: Airflow does not authenticate plugin apps, so every route here depends on Airflow's own check
 (`requires_access_view(WEBSITE)`: the JWT of the UI's session cookie `_token`, or an `Authorization: Bearer`

@@ -33,6 +33,7 @@ from tasks.report.page import PublishedRun, render_report
 from tasks.report.trend import build_trend
 from tasks.runtimes import interrupts
 from tasks.serve.launchers import LAUNCHERS
+from tasks.store.migrate import migrate_layout
 from tasks.store.publish import publish_run
 from tasks.store.s3 import ConnectionFields, S3Store
 from tasks.validate.expectations import validate_run
@@ -213,7 +214,9 @@ def failed_rows(rows: list[dict]) -> list[dict]:
 
 def publish_step(started: dict, collected: dict, conversions: list[dict], validation: dict,
                  conn: ConnectionFields, regressions: dict | None = None) -> dict:
-    """Write the run folder to the store (manifest last, latest after) and return a short summary."""
+    """Write the run folder to the store (manifest last, latest after) and return a short summary. Runs an older
+    version published in the old folder layout are moved to the new one first (tasks/store/migrate.py), so that
+    after the first night on schema 1.4 the store holds one layout."""
     config = run_plan(started).config
     run = started["run"]
     frame = to_frame(collected["rows"])
@@ -221,6 +224,8 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     regressions = regressions or {"schema_version": SCHEMA_VERSION, "regressions": 0, "records": []}
     status = run_status(collected, validation)
     store = result_store(config, conn)
+    for move in migrate_layout(store):
+        print(move.describe(), flush=True)
     hosts = measuring_hosts(collected["rows"])
     # the host of the run: where it measured when that is one kind of machine (the plan's host otherwise)
     host = next(iter(hosts.values())) if len({host_fingerprint(h) for h in hosts.values()}) == 1 else run["host"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tasks.store.layout import safe_run_id
 from tasks.store.s3 import S3Store
 from tests.dagrun import (
     DAG_FILE,
@@ -74,12 +75,12 @@ def test_the_digest_dag_reads_the_run_named_by_the_asset_event(s3_env, bucket):
         "manifest": extra["manifest"], "s3_bucket": extra["bucket"], "s3_prefix": extra["s3_prefix"],
         "aws_conn_id": extra["aws_conn_id"]})
     assert digest_run.state == "success"
-    run_folder = manifest["prefix"].rsplit("/", 1)[-1]
-    digest = store.get_json(f"eval/digests/dt={manifest['logical_date'][:10]}/{run_folder}.json")
+    digest_name = f"run_id={safe_run_id(manifest['run_id'])}"  # digests keep their key: a file, not a partition
+    digest = store.get_json(f"eval/digests/dt={manifest['logical_date'][:10]}/{digest_name}.json")
     frame = results_frame(store, manifest)
     assert digest["best"][0]["server"] == "custom"
     assert digest["best"][0]["throughput_rps"] == pytest.approx(frame["throughput_rps"].max())
-    markdown = store.get(f"eval/digests/dt={manifest['logical_date'][:10]}/{run_folder}.md").decode()
+    markdown = store.get(f"eval/digests/dt={manifest['logical_date'][:10]}/{digest_name}.md").decode()
     assert "| mlp | 1 | custom/onnx |" in markdown
 
 

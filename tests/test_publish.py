@@ -49,7 +49,7 @@ def test_publish_layout_checksums_and_encryption(store):
     manifest = publish_run(store, run_id="manual__1", logical_date="2026-11-01T02:00:00+00:00",
                            files={"results.csv": results_csv("r1", 3), "logs/a.log": b"log"}, status="complete",
                            provenance=PROVENANCE)
-    assert manifest["prefix"] == "eval/runs/dt=2026-11-01/run_id=manual__1"
+    assert manifest["prefix"] == "eval/runs/dt=2026-11-01/run=manual__1"
     # Every object read back has the manifest's size and SHA-256. (Each upload also carries its SHA-256 in
     # x-amz-checksum-sha256 for S3 to verify; moto ignores that header, so this test cannot show S3 refusing.)
     verify_manifest(store, manifest)
@@ -65,7 +65,7 @@ def test_republish_after_an_interrupted_attempt_leaves_exactly_the_manifest(stor
     with pytest.raises(ConnectionError):
         publish_run(FailingAfter(store, 2), run_id="r", logical_date="2026-11-02T02:00:00+00:00", files=first,
                     status="complete", provenance=PROVENANCE)
-    prefix = "eval/runs/dt=2026-11-02/run_id=r"
+    prefix = "eval/runs/dt=2026-11-02/run=r"
     assert not store.exists(f"{prefix}/manifest.json"), "readers must not see a run without its manifest"
     assert not store.exists("eval/latest.json")
 
@@ -102,7 +102,7 @@ def test_read_runs_sees_only_runs_with_a_manifest(store):
     buf = frame.to_parquet(index=False)
     publish_run(store, run_id="a", logical_date="2026-11-05T02:00:00+00:00", files={"results.parquet": buf},
                 status="complete", provenance=PROVENANCE)
-    store.put_bytes("eval/runs/dt=2026-11-06/run_id=half/results.parquet", buf)  # no manifest: half written
+    store.put_bytes("eval/runs/dt=2026-11-06/run=half/results.parquet", buf)  # no manifest: half written
     runs = read_runs(store)
     assert list(runs["run_id"]) == ["a"] and list(runs["dt"]) == ["2026-11-05"]
     assert [m["run_id"] for m in list_manifests(store)] == ["a"]

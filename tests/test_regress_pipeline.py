@@ -170,7 +170,7 @@ def test_a_stack_slowed_tonight_and_when_re_measured_is_a_confirmed_regression(h
     server_cls.duty_by_format, server_cls.starts_left = {"torchscript": 1.0}, {}  # every start is slowed
     summary, _ = run_pipeline(conf, run_id="slowed", logical_date=night(10), conn=conn)
     store = S3Store("confirm-history", "eval", conn)
-    manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/") if "run_id=slowed/manifest" in k)
+    manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/") if "run=slowed/manifest" in k)
     regressions = read_json_object(store, manifest, "regressions.json")
     record = _torchscript(regressions)
     assert record["verdict"] == "regression", json.dumps(record, indent=1, default=str)[:3000]
@@ -196,7 +196,7 @@ def test_a_one_off_blip_that_a_re_measurement_does_not_reproduce_is_unconfirmed(
     conf = {**conf, "confirm_max_neighbour_pct": 25.0}
     summary, _ = run_pipeline(conf, run_id="blip", logical_date=night(10), conn=conn)
     store = S3Store("confirm-history", "eval", conn)
-    manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/") if "run_id=blip/manifest" in k)
+    manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/") if "run=blip/manifest" in k)
     regressions = read_json_object(store, manifest, "regressions.json")
     record = _torchscript(regressions)
     assert record["verdict"] == "unconfirmed", json.dumps(record, indent=1, default=str)[:3000]

@@ -30,7 +30,7 @@ def publish_three_runs(store: S3Store) -> None:
                 files={"report.html": b"<h1>three</h1>",
                        "regressions.json": json.dumps({"regressions": 0, "records": []}).encode()},
                 status="failed", provenance={"config": {"suite": "smoke"}})
-    store.put_bytes("eval/runs/dt=2026-11-30/run_id=half/report.html", b"<h1>half</h1>")
+    store.put_bytes("eval/runs/dt=2026-11-30/run=half/report.html", b"<h1>half</h1>")
 
 
 def test_run_index_has_status_suite_and_regressions_newest_first(embedded_s3, bucket):
@@ -39,7 +39,7 @@ def test_run_index_has_status_suite_and_regressions_newest_first(embedded_s3, bu
     runs = list_runs(store)
     assert [(r.run_id, r.status, r.suite, r.regressions) for r in runs] == [
         ("manual__3", "failed", "smoke", 0), ("night2", "partial", "nightly", 2), ("night1", "complete", None, None)]
-    assert runs[0].report_path == "runs/dt=2026-11-29/run_id=manual__3/report.html"
+    assert runs[0].report_path == "runs/dt=2026-11-29/run=manual__3/report.html"
 
 
 def test_lists_published_runs_and_serves_their_report(embedded_s3, bucket):
@@ -54,9 +54,12 @@ def test_lists_published_runs_and_serves_their_report(embedded_s3, bucket):
     assert page.status_code == 200 and "script-src 'none'" in page.headers["content-security-policy"]
     assert "night1" in page.text and "night2" in page.text and "half" not in page.text
     assert "nightly" in page.text and "smoke" in page.text
-    assert "href='runs/dt=2026-11-28/run_id=night2/report.html'" in page.text
-    report = client.get("/runs/dt=2026-11-28/run_id=night2/report.html")
+    assert "href='runs/dt=2026-11-28/run=night2/report.html'" in page.text
+    report = client.get("/runs/dt=2026-11-28/run=night2/report.html")
     assert report.text == "<h1>night two</h1>" and "default-src 'none'" in report.headers["content-security-policy"]
+    # a link from before schema 1.4 (the run_id= folder) still opens the run, which is now under run=
+    assert client.get("/runs/dt=2026-11-28/run_id=night2/report.html").text == "<h1>night two</h1>"
+    assert client.get("/runs/dt=2026-11-30/run=half/report.html").status_code == 404
     assert client.get("/runs/dt=2026-11-30/run_id=half/report.html").status_code == 404
     assert client.get("/runs/dt=2026-11-30/..%2F..%2Fsecret/report.html").status_code == 404
 
@@ -68,7 +71,7 @@ def test_every_route_needs_an_airflow_session(embedded_s3, bucket):
     plugin = load_reports_plugin()
     app = plugin.create_app(lambda: store, login_url=lambda next_url: f"/auth/login?next={next_url}")
     client = TestClient(app, follow_redirects=False)
-    for path in ("/", "/runs/dt=2026-11-28/run_id=night2/report.html", "/runs/dt=1/run_id=x/report.html"):
+    for path in ("/", "/runs/dt=2026-11-28/run=night2/report.html", "/runs/dt=1/run=x/report.html"):
         assert client.get(path).status_code == 401, path
         browser = client.get(path, headers={"Accept": "text/html,application/xhtml+xml"})
         assert browser.status_code == 303 and browser.headers["location"].startswith("/auth/login?next="), path
@@ -81,5 +84,5 @@ def test_an_unreadable_store_is_named(embedded_s3):
     client = TestClient(load_reports_plugin().create_app(lambda: store, access=[]))
     answer = client.get("/")
     assert answer.status_code == 503 and "s3://no-such-bucket/eval" in answer.json()["detail"], answer.text
-    answer = client.get("/runs/dt=2026-11-28/run_id=night2/report.html")
+    answer = client.get("/runs/dt=2026-11-28/run=night2/report.html")
     assert answer.status_code == 404 and "s3://no-such-bucket/eval/runs/" in answer.json()["detail"], answer.text

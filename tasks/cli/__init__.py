@@ -3,7 +3,8 @@
     main.py     the parser, exit codes, Ctrl-C and SIGTERM
     runs.py     run, plan
     local.py    demo, airflow
-    store.py    runs, report, compare, hosts, exclude, exclusions, include
+    store.py    runs, report, compare, hosts, exclude, exclusions, include, migrate
+    contract.py reference (docs/results-reference.md from the results contract)
     images.py   images build|prune|compose-env
     engine.py   engine start|stop|status|run
     deploy.py   deploy init|bucket

@@ -1,5 +1,5 @@
-"""The store reader: the published runs, a run's report rebuilt, two runs compared, the hosts a matrix needs, and
-the exclusions that keep a night out of the baselines.
+"""The store reader: the published runs, a run's report rebuilt, two runs compared, the hosts a matrix needs, the
+exclusions that keep a night out of the baselines, and the move of old-layout runs to the new folder layout.
 
     python -m tasks.cli runs                                    # the published runs: status, suite, regressions
     python -m tasks.cli report RUN --out report.html            # rebuild a run's report from the store
@@ -7,6 +7,7 @@ the exclusions that keep a night out of the baselines.
     python -m tasks.cli hosts RUN --window-h 4                  # measuring hosts a nightly matrix needs
     python -m tasks.cli exclude RUN_ID [--cell CELL_ID ...] --reason TEXT   # keep a run out of baselines
     python -m tasks.cli exclusions | include EXCLUSION_ID
+    python -m tasks.cli migrate [--dry-run]                     # move runs of the old folder layout to the new one
 
 Every one of them names the store the same way: `--bucket`, `--prefix` and `--conn-id` (the run's defaults).
 """
@@ -28,7 +29,8 @@ from tasks.regress.compare import compare_rows
 from tasks.report.page import rebuild_report
 from tasks.report.trend import differences
 from tasks.store.history import find_run, read_results, run_summaries
-from tasks.store.publish import safe_run_id
+from tasks.store.layout import safe_run_id
+from tasks.store.migrate import LEFT, migrate_layout
 from tasks.store.s3 import S3Store, connection_from_env
 
 DEFAULTS = RunConfig()
@@ -160,14 +162,30 @@ def cmd_include(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Move the runs published in the old folder layout (`dt=<date>/run_id=<id>/`, before schema 1.4) to
+    `dt=<date>/run=<id>/` and say what moved; exit 1 when a folder had to be left in the old layout."""
+    store = open_store(args)
+    moves = migrate_layout(store, dry_run=args.dry_run)
+    for move in moves:
+        print(move.describe())
+    left = sum(m.action == LEFT for m in moves)
+    if not moves:
+        print(f"nothing to move: every run in {store.describe()} is in the dt=<date>/run=<id> layout")
+    else:
+        print(f"{len(moves) - left} old-layout folders {'to move or delete' if args.dry_run else 'moved or deleted'}, "
+              f"{left} left, in {store.describe()}")
+    return 1 if left else 0
+
+
 def add_commands(sub) -> None:
-    """The subcommands that read (or annotate) the store: runs, report, compare, hosts, exclude, exclusions,
-    include."""
+    """The subcommands that read (or annotate, or move) the store: runs, report, compare, hosts, exclude,
+    exclusions, include, migrate."""
     runs = sub.add_parser("runs", help="the published runs with status, suite and regression count")
     runs.add_argument("--limit", type=int, default=0, help="only the newest N")
     runs.add_argument("--json", action="store_true")
     report = sub.add_parser("report", help="rebuild a run's report.html from the store")
-    report.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run_id=<id>")
+    report.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run=<id> (or the old run_id=<id>)")
     report.add_argument("--out", help="where to write the page (default report-<run id>.html)")
     report.add_argument("--check", action="store_true", help="exit 1 when it differs from the published page")
     compare = sub.add_parser("compare", help="two runs side by side per cell, changes beyond noise marked")
@@ -175,7 +193,7 @@ def add_commands(sub) -> None:
     compare.add_argument("run_b")
     compare.add_argument("--json", action="store_true")
     hosts = sub.add_parser("hosts", help="measuring hosts a nightly matrix needs for a window (from a run's timelines)")
-    hosts.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run_id=<id>")
+    hosts.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run=<id> (or the old run_id=<id>)")
     hosts.add_argument("--window-h", type=float, default=4.0, help="the nightly window, hours (default 4)")
     hosts.add_argument("--models", type=int, help="M models (default: the run's)")
     hosts.add_argument("--stacks", type=int, help="S stacks, server x format (default: the run's)")
@@ -188,7 +206,11 @@ def add_commands(sub) -> None:
     exclusions = sub.add_parser("exclusions", help="list the exclusions in the store")
     include = sub.add_parser("include", help="remove an exclusion (by its id)")
     include.add_argument("exclusion_id")
+    migrate = sub.add_parser("migrate", help="move runs published in the old folder layout (run_id=, before schema "
+                                             "1.4) to the new one (run=)")
+    migrate.add_argument("--dry-run", action="store_true", help="only say what would be moved or deleted")
     for parser, func in ((runs, cmd_runs), (report, cmd_report), (compare, cmd_compare), (hosts, cmd_hosts),
-                         (exclude, cmd_exclude), (exclusions, cmd_exclusions), (include, cmd_include)):
+                         (exclude, cmd_exclude), (exclusions, cmd_exclusions), (include, cmd_include),
+                         (migrate, cmd_migrate)):
         add_store_options(parser)
         parser.set_defaults(func=func)

@@ -5,7 +5,8 @@
     paths.py     the repository, the runtimes' folders, this host's cache and run work folders
     spec.py      model specs (models/*.yaml): source, inputs, outputs, parity tolerances, seeded inputs
     metrics.py   every published metric once: unit, good direction, minimum effect, where it is judged and shown
-    results.py   the results table contract: columns and types, the cell key, Parquet and CSV
+    results.py   the results table contract: each column once (type, unit, meaning, since), the cell key, the
+                 Arrow schema of Parquet, CSV, the data dictionary (docs/results-reference.md)
     metadata.py  provenance: host, CPU, GPU, code version, the measuring host's name
     faces.py     the lazy package faces (this file's `__getattr__`)
 """

@@ -1,74 +1,223 @@
 """The results table contract (DESIGN.md): one row per cell, versioned; Parquet and CSV.
 
-Columns are declared once here with their types; rows are plain dicts until `to_frame`.
+Every column is declared once, in `CONTRACT`, with its type, unit, meaning and the schema version that added it;
+`COLUMNS` (name -> pandas dtype), the Arrow schema every Parquet file is written with, and the data dictionary
+(docs/results-reference.md, `python -m tasks.cli reference`) are derived from it. Rows are plain dicts until
+`to_frame`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = "1.3"  # 1.1: `protocol`; 1.2: `generator_late_starts`; 1.3: see COLUMNS_SINCE
+from tasks.core.metrics import METRICS
+
+SCHEMA_VERSION = "1.4"  # what each version changed: SCHEMA_CHANGES
 STATUSES = ("ok", "failed", "skipped")
 CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id")
 SESSION_KEY = CELL_KEY[:5]  # model, format, server, launcher, device: what one server session serves and where
 POINT_KEY = (*CELL_KEY[:8], "protocol")  # a planned point: the cell key before a configuration, and its wire
 DEFAULT_CONFIG_ID = "default"  # the `config_id` of an untuned server's rows (tasks/serve/knobs.py)
 
-# name -> pandas dtype. Order is the published column order.
-COLUMNS: dict[str, str] = {
-    # run identity
-    "run_id": "string", "logical_date": "string", "started_at": "string", "finished_at": "string",
-    "schema_version": "string", "pipeline_version": "string", "git_sha": "string",
-    "suite": "string",  # the evaluation suite the run's Params came from (suites/<name>.yaml), or null
-    "role": "string",  # "control": the control cell the plan added (not part of the comparison); else null
-    # cell key
-    "model": "string", "format": "string", "server": "string", "launcher": "string", "device": "string",
-    "batch_size": "Int64", "mode": "string", "load": "Float64",
-    # what was served
-    "model_sha256": "string", "server_version": "string", "runtime_image": "string", "engine": "string",
-    "protocol": "string",  # the codec spoken (kserve_v2_rest, kserve_v2_grpc...); rows before 1.1: the server's REST
-    "runtime_image_kind": "string",  # official (a registry's image) | project (built by `make images`) | venv
-    "config_id": "string",  # short id of the serving configuration (knob values); "default" when untuned
-    "config": "string",  # the serving configuration's knob values as JSON
-    "best_config": "boolean",  # with a configuration search: this configuration won for its server and model
-    "server_cpus": "string",  # the CPUs the server was given (a count or a CPU set), as applied
-    "server_memory": "string",  # the server's memory limit as applied (e.g. "4g"), or null when none
-    # host
-    "hostname": "string", "cpu_model": "string", "cpu_count": "Int64", "gpu_name": "string", "gpu_driver": "string",
-    # load outcome
-    "duration_s": "Float64", "requests": "Int64", "errors": "Int64", "error_rate": "Float64",
-    "throughput_rps": "Float64", "throughput_sps": "Float64",
-    "throughput_rps_ci_low": "Float64", "throughput_rps_ci_high": "Float64",  # 95 % interval over the windows
-    "latency_ms_mean": "Float64", "latency_ms_p50": "Float64", "latency_ms_p90": "Float64",
-    "latency_ms_p95": "Float64", "latency_ms_p99": "Float64", "latency_ms_p999": "Float64",
-    "latency_ms_max": "Float64", "latency_from": "string",
-    "stable": "boolean", "windows": "Int64", "cv": "Float64",
-    "late_starts": "Int64", "generator_late_starts": "Int64", "generator_cpu_pct": "Float64",
-    "generator_saturated": "boolean",
-    "warmup_requests": "Int64",
-    "timeouts": "Int64", "errors_by_kind": "string", "stopped_early": "boolean", "schedule_lag_ms_p99": "Float64",
-    "generator_cpu_us_per_request": "Float64", "workers": "Int64", "latency_hdr": "string",
-    "server_requests": "Float64", "server_throughput_rps": "Float64",
-    # the engine's own speed in process on the server's CPUs with its threads (tasks/measure/engine_speed.py): the
-    # ceiling a stack serving the same engine is read against
-    "engine_inprocess_rps": "Float64",
-    # resources
-    "server_cpu_pct": "Float64", "server_rss_mb": "Float64", "gpu_util_pct": "Float64", "gpu_mem_mb": "Float64",
-    "gpu_power_w": "Float64",
-    "startup_s": "Float64",
-    # outcome: the served-output check before load (worst |a-b| / (atol + rtol*|b|) against the reference; <= 1
-    # passes) and how many times the session's server was restarted before this point (a crash gets one restart)
-    "served_err_ratio": "Float64", "restarts": "Int64",
-    # a sweep's point that failed only because its load exceeded what the server sustains (the server healthy
-    # after it, a lower load ok): the sweep's answer, not a fault; it does not make the run partial
-    "beyond_capacity": "boolean",
-    "status": "string", "reason": "string",
-}
-# Columns added in 1.3; rows of older runs read back with them empty.
-COLUMNS_SINCE = {"1.3": ("suite", "role", "runtime_image_kind", "config_id", "config", "server_cpus", "server_memory",
-                         "throughput_rps_ci_low", "throughput_rps_ci_high", "served_err_ratio", "restarts",
-                         "beyond_capacity", "best_config", "engine_inprocess_rps")}
+STRING, INT, FLOAT, BOOL = "string", "Int64", "Float64", "boolean"  # the pandas dtypes a column may have
+ARROW_TYPE_NAMES = {STRING: "string", INT: "int64", FLOAT: "double", BOOL: "bool"}  # each one's Arrow type, always
+DUCKDB_TYPES = {STRING: "VARCHAR", INT: "BIGINT", FLOAT: "DOUBLE", BOOL: "BOOLEAN"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the results table. Every column may be null (a failed cell has no figures)."""
+
+    name: str
+    dtype: str  # STRING | INT | FLOAT | BOOL (pandas); the Arrow type is ARROW_TYPE_NAMES[dtype] in every file
+    unit: str  # "" when it has none; a metric's unit is the metrics table's (tasks/core/metrics.py)
+    meaning: str
+    since: str = "1.0"  # the schema version that added it
+    group: str = ""
+
+    @property
+    def arrow_type(self) -> str:
+        return ARROW_TYPE_NAMES[self.dtype]
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """"1.10" -> (1, 10): schema versions compare as numbers, not as text."""
+    return tuple(int(part) for part in str(version).split("."))
+
+
+def _columns(group: str, *columns: Column) -> tuple[Column, ...]:
+    return tuple(Column(c.name, c.dtype, c.unit, c.meaning, c.since, group) for c in columns)
+
+
+def _col(name: str, dtype: str, meaning: str, unit: str = "", since: str = "1.0") -> Column:
+    if dtype not in ARROW_TYPE_NAMES:
+        raise ValueError(f"column {name}: dtype={dtype!r}: must be one of {list(ARROW_TYPE_NAMES)}")
+    return Column(name, dtype, unit, meaning, since)
+
+
+def _metric(name: str, meaning: str, since: str = "1.0") -> Column:
+    """A column that is a metric: a float in the unit the metrics table declares for it."""
+    return _col(name, FLOAT, meaning, METRICS[name].unit, since)
+
+
+# Order is the published column order.
+CONTRACT: tuple[Column, ...] = (
+    *_columns(
+        "Run identity",
+        _col("run_id", STRING, "the Airflow DAG run id, exactly as Airflow, manifest.json and latest.json spell it "
+                               "(`manual__2026-12-01T22:29:53.632483+00:00`); the run folder's `run=` holds a "
+                               "made-safe copy"),
+        _col("logical_date", STRING, "the run's logical date, ISO 8601 with its zone (the `dt=` partition is its "
+                                     "date)"),
+        _col("started_at", STRING, "when the run's plan step started, ISO 8601 UTC"),
+        _col("finished_at", STRING, "when the run's measurements were collected, ISO 8601 UTC"),
+        _col("schema_version", STRING, "the version of this contract the row was written under"),
+        _col("pipeline_version", STRING, "the version of serving-eval that ran"),
+        _col("git_sha", STRING, "the git commit of serving-eval that ran, when known"),
+        _col("suite", STRING, "the evaluation suite the run's Params came from (`suites/<name>.yaml`), or null",
+             since="1.3"),
+        _col("role", STRING, "`control`: the control cell the plan added (not part of the comparison); else null",
+             since="1.3"),
+    ),
+    *_columns(
+        "Cell key",
+        _col("model", STRING, "the model's name in the catalogue (`models/<name>.yaml`)"),
+        _col("format", STRING, "the format the model was served in (onnx, torchscript, savedmodel, ...)"),
+        _col("server", STRING, "the serving stack (triton, torchserve, tfserving, bentoml, kserve, custom)"),
+        _col("launcher", STRING, "how the server ran: `process` (a cached venv) or `docker` (a container)"),
+        _col("device", STRING, "`cpu` or `gpu`"),
+        _col("batch_size", INT, "samples in one request", "samples"),
+        _col("mode", STRING, "`concurrency` (closed loop) or `rate` (open loop); a sweep's rows carry their point's "
+                             "mode"),
+        _col("load", FLOAT, "the load point: connections in concurrency mode, requests per second in rate mode",
+             "connections | req/s"),
+    ),
+    *_columns(
+        "What was served",
+        _col("model_sha256", STRING, "SHA-256 of the converted artifact that was served"),
+        _col("server_version", STRING, "the server's version as it reported it"),
+        _col("runtime_image", STRING, "the container image or runtime venv the server ran in"),
+        _col("engine", STRING, "the inference engine the server ran the format with (e.g. onnxruntime)"),
+        _col("protocol", STRING, "the request codec spoken (kserve_v2_rest, kserve_v2_grpc, ...); rows before 1.1 "
+                                 "(empty) measured the server's REST protocol", since="1.1"),
+        _col("runtime_image_kind", STRING, "`official` (a registry's image), `project` (built by `make images`) or "
+                                           "`venv`", since="1.3"),
+        _col("config_id", STRING, "short id of the serving configuration (knob values); `default` when untuned "
+                                  "(rows before 1.3 ran the default)", since="1.3"),
+        _col("config", STRING, "the serving configuration's knob values as JSON", since="1.3"),
+        _col("best_config", BOOL, "with a configuration search: this configuration won for its server and model",
+             since="1.3"),
+        _col("server_cpus", STRING, "the CPUs the server was given (a count or a CPU set), as applied", since="1.3"),
+        _col("server_memory", STRING, "the server's memory limit as applied (e.g. `4g`), or null when none",
+             since="1.3"),
+    ),
+    *_columns(
+        "Host",
+        _col("hostname", STRING, "the measuring host (`SERVING_EVAL_HOST`, else the machine's hostname)"),
+        _col("cpu_model", STRING, "the host's CPU model"),
+        _col("cpu_count", INT, "the host's logical CPUs", "CPUs"),
+        _col("gpu_name", STRING, "the host's GPU model, or null without one"),
+        _col("gpu_driver", STRING, "the host's GPU driver version, or null without one"),
+    ),
+    *_columns(
+        "Load outcome",
+        _col("duration_s", FLOAT, "the measured time (warm-up excluded)", "s"),
+        _col("requests", INT, "requests scheduled (open loop) or sent (closed loop) in the measured time", "requests"),
+        _col("errors", INT, "measured requests that failed or timed out", "requests"),
+        _metric("error_rate", "errors / requests"),
+        _metric("throughput_rps", "successful completions inside the measured time / its length"),
+        _metric("throughput_sps", "throughput_rps times the batch size"),
+        _col("throughput_rps_ci_low", FLOAT, "lower end of a 95 % interval of throughput over the windows",
+             METRICS["throughput_rps"].unit, since="1.3"),
+        _col("throughput_rps_ci_high", FLOAT, "upper end of that 95 % interval", METRICS["throughput_rps"].unit,
+             since="1.3"),
+        _metric("latency_ms_mean", "mean latency of the measured requests (timeouts counted at their timeout)"),
+        _metric("latency_ms_p50", "50th percentile latency"),
+        _metric("latency_ms_p90", "90th percentile latency"),
+        _metric("latency_ms_p95", "95th percentile latency"),
+        _metric("latency_ms_p99", "99th percentile latency"),
+        _metric("latency_ms_p999", "99.9th percentile latency"),
+        _col("latency_ms_max", FLOAT, "the largest latency seen", "ms"),
+        _col("latency_from", STRING, "`sent` (closed loop: from the actual send) or `scheduled` (open loop: from the "
+                                     "scheduled send, no coordinated omission)"),
+        _col("stable", BOOL, "the last three windows' throughputs lie within stability_pct of their mean"),
+        _col("windows", INT, "measurement windows the measured time was cut into", "windows"),
+        _col("cv", FLOAT, "coefficient of variation of the windows' throughputs", "ratio"),
+        _col("late_starts", INT, "open-loop sends more than the late-start threshold after their schedule",
+             "requests"),
+        _col("generator_late_starts", INT, "late starts the load generator itself caused (not a wait for a free "
+                                           "connection)", "requests", since="1.2"),
+        _col("generator_cpu_pct", FLOAT, "CPU use of the busiest load-generator worker (100 = one core)", "%"),
+        _col("generator_saturated", BOOL, "the load generator may have set the pace (a worker near a full core, or "
+                                          "too many generator late starts)"),
+        _col("warmup_requests", INT, "requests of the discarded warm-up", "requests"),
+        _col("timeouts", INT, "measured requests that timed out", "requests"),
+        _col("errors_by_kind", STRING, "failed requests counted by kind, as JSON"),
+        _col("stopped_early", BOOL, "the load point ended before its duration once stable (stop_when_stable)"),
+        _col("schedule_lag_ms_p99", FLOAT, "99th percentile of how late sends left after their scheduled time", "ms"),
+        _col("generator_cpu_us_per_request", FLOAT, "the load generator's CPU time per request", "µs"),
+        _col("workers", INT, "load-generator worker processes", "processes"),
+        _col("latency_hdr", STRING, "the latencies as an HdrHistogram (microseconds), compressed and base64: for "
+                                    "merging points, never for the figures above"),
+        _col("server_requests", FLOAT, "the server's own success counter's increase over the measured window "
+                                       "(Triton), or null", "requests"),
+        _col("server_throughput_rps", FLOAT, "server_requests per second of that window", "req/s"),
+        _col("engine_inprocess_rps", FLOAT, "the engine's own speed in process on the server's CPUs with its threads "
+                                            "(tasks/measure/engine_speed.py): the ceiling a stack serving the same "
+                                            "engine is read against", "req/s", since="1.3"),
+    ),
+    *_columns(
+        "Resources",
+        _metric("server_cpu_pct", "the server's mean CPU use over the load point, summed over its process tree or "
+                                  "container (100 = one core)"),
+        _metric("server_rss_mb", "the server's peak resident memory over the load point"),
+        _col("gpu_util_pct", FLOAT, "mean GPU utilisation over the load point, or null without a GPU", "%"),
+        _col("gpu_mem_mb", FLOAT, "GPU memory in use, or null without a GPU", "MiB"),
+        _col("gpu_power_w", FLOAT, "GPU power draw, or null without a GPU", "W"),
+        _metric("startup_s", "from the server's start to its first ready answer"),
+    ),
+    *_columns(
+        "Outcome",
+        _metric("served_err_ratio", "the served-output check before load: worst |a-b| / (atol + rtol*|b|) against "
+                                    "the reference; <= 1 passes", since="1.3"),
+        _col("restarts", INT, "times the session's server was restarted before this point (a crash gets one "
+                              "restart)", "restarts", since="1.3"),
+        _col("beyond_capacity", BOOL, "a sweep's point that failed only because its load exceeded what the server "
+                                      "sustains (healthy after it, a lower load ok): the sweep's answer, not a fault; "
+                                      "it does not make the run partial", since="1.3"),
+        _col("status", STRING, "`ok`, `failed` or `skipped` (docs/measuring.md, when a row says ok)"),
+        _col("reason", STRING, "why a row is not ok, in words a user can act on (the server's log tail when it "
+                               "died)"),
+    ),
+)
+COLUMNS: dict[str, str] = {c.name: c.dtype for c in CONTRACT}  # name -> pandas dtype, in the published order
+# version -> the columns it added (after 1.0); rows of older runs read back with those empty
+COLUMNS_SINCE: dict[str, tuple[str, ...]] = {
+    version: tuple(c.name for c in CONTRACT if c.since == version)
+    for version in sorted({c.since for c in CONTRACT} - {"1.0"}, key=version_tuple)}
 KEY_COLUMNS = ("run_id", "schema_version", *CELL_KEY, "status")
+# The run folder's partition keys, `runs/dt=<date>/run=<safe id>/`, which hive-partitioned readers add as columns:
+# never the name of a column. Before 1.4 the run's key was OLD_RUN_KEY, the `run_id` column's own name.
+PARTITIONS = {
+    "dt": "the run's logical date, YYYY-MM-DD",
+    "run": "the run id made safe as a folder name (characters outside [A-Za-z0-9._-] become `_`): join on `run_id`, "
+           "which is the id itself",
+}
+OLD_RUN_KEY = "run_id"
+# What each schema version changed, for the data dictionary.
+SCHEMA_CHANGES = {
+    "1.0": "the first contract",
+    "1.1": "`protocol`",
+    "1.2": "`generator_late_starts`",
+    "1.3": "the suite, the control role, the serving configuration, the image kind and CPU/memory budget, a 95 % "
+           "interval of throughput, the served-output check, restarts, sweeps' beyond-capacity points, the engine's "
+           "in-process speed",
+    "1.4": "no column added; run folders are `runs/dt=<date>/run=<safe id>/` (no partition key repeats a column: "
+           "`run_id` keeps the real id) and every column has one Arrow type in every file, written from this "
+           "contract (strings `string`, never `large_string`; integers `int64`, also when all are null)",
+}
+
 
 
 def cell_key(row: dict[str, Any]) -> tuple:
@@ -89,6 +238,32 @@ def to_frame(rows: list[dict[str, Any]]):
     return frame.astype(COLUMNS)
 
 
+def conform(frame):
+    """A results frame from any run (an older schema, types pandas inferred on some night) as the contract has it:
+    every contract column in its order and type, those the run lacks empty; columns outside the contract follow,
+    as they were. A value the contract's type cannot hold is a ValueError naming the column."""
+    import pandas as pd
+
+    data = {}
+    for name, dtype in COLUMNS.items():
+        series = frame[name] if name in frame.columns else pd.Series(None, index=frame.index, dtype=object)
+        try:
+            data[name] = series.astype(dtype)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"results column {name}: {series.dtype} values cannot be read as {dtype}, the "
+                             f"contract's type ({exc})") from exc
+    data.update({name: frame[name] for name in frame.columns if name not in COLUMNS})
+    return pd.DataFrame(data, index=frame.index)
+
+
+def arrow_schema():
+    """The Arrow schema of every results.parquet: one type per column, from the contract, whatever the frame holds."""
+    import pyarrow as pa
+
+    types = {STRING: pa.string(), INT: pa.int64(), FLOAT: pa.float64(), BOOL: pa.bool_()}
+    return pa.schema([pa.field(c.name, types[c.dtype], nullable=True) for c in CONTRACT])
+
+
 def frame_records(frame) -> list[dict[str, Any]]:
     """A results frame back as plain row dicts: missing values None, numpy scalars as Python values."""
     records = frame.astype(object).where(frame.notna(), None).to_dict("records")
@@ -96,12 +271,81 @@ def frame_records(frame) -> list[dict[str, Any]]:
 
 
 def to_parquet_bytes(frame) -> bytes:
+    """The frame as results.parquet: exactly the contract's columns, written with `arrow_schema()` (never the types
+    pandas would infer), so every run's file has the same schema."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(conform(frame)[list(COLUMNS)], schema=arrow_schema(), preserve_index=False)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def read_parquet_bytes(data: bytes):
+    """A results.parquet of any run, conformed to the contract (`conform`)."""
     import io
 
-    buf = io.BytesIO()
-    frame.to_parquet(buf, index=False)
-    return buf.getvalue()
+    import pandas as pd
+
+    return conform(pd.read_parquet(io.BytesIO(data)))
 
 
 def to_csv_bytes(frame) -> bytes:
     return frame.to_csv(index=False).encode()
+
+
+REFERENCE_PAGE = "docs/results-reference.md"
+REFERENCE_COMMAND = "python -m tasks.cli reference"
+
+
+def reference_markdown() -> str:
+    """The data dictionary (docs/results-reference.md): every column with its types, unit, meaning and the version
+    that added it; the partition keys; what each schema version changed. Generated, never edited by hand."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = [
+        f"# Results reference (schema {SCHEMA_VERSION})",
+        "",
+        f"<!-- Generated from tasks/core/results.py by `{REFERENCE_COMMAND}`: edit the contract there and run it "
+        "again; tests/test_results_contract.py fails while this page and the contract disagree. -->",
+        "",
+        f"Generated from the results contract (`tasks/core/results.py`) by `{REFERENCE_COMMAND}`. Every "
+        "`results.parquet` and `results.csv` a run publishes has these columns in this order, one row per cell. "
+        "Every column may be null (a failed or skipped cell has no figures). The Arrow type is the one each column "
+        "has in every run's Parquet file, whatever the night; pandas reads it as the pandas type; DuckDB sees the "
+        "DuckDB type. Units are those of the metrics table (`tasks/core/metrics.py`) where the column is a metric. "
+        "What the files are and how to read them: [results](results.md).",
+        "",
+        "## Partition keys",
+        "",
+        "Runs are stored as `runs/dt=<YYYY-MM-DD>/run=<safe id>/results.parquet`. A hive-partitioned reader "
+        "(DuckDB `hive_partitioning = true`, `pyarrow.dataset` with `partitioning=\"hive\"`, Spark, Athena) adds "
+        "these keys as columns: pyarrow as strings; DuckDB infers a type from the folder names it reads (`dt` a "
+        "DATE, `run` a VARCHAR unless every id it reads looks like a number). Neither repeats a column of the table, "
+        "so no reader replaces or rejects one:",
+        "",
+        "| key | meaning |",
+        "|---|---|",
+        *(f"| `{key}` | {cell(meaning)} |" for key, meaning in PARTITIONS.items()),
+        "",
+        f"Runs published before schema 1.4 sit under `runs/dt=<date>/{OLD_RUN_KEY}=<safe id>/`, a key that "
+        "repeated the `run_id` column. The project's readers still read that layout through the 1.x contract "
+        "(dropped in 2.0); `python -m tasks.cli migrate`, and every publish of 1.4 or later, move such runs to the "
+        "new layout, so that one layout remains for readers of the files.",
+        "",
+        "## Columns",
+    ]
+    groups: dict[str, list[Column]] = {}
+    for column in CONTRACT:
+        groups.setdefault(column.group, []).append(column)
+    for group, columns in groups.items():
+        lines += ["", f"### {group}", "", "| column | Arrow | pandas | DuckDB | unit | since | meaning |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| `{c.name}` | {c.arrow_type} | {c.dtype} | {DUCKDB_TYPES[c.dtype]} | {cell(c.unit) or '–'} | "
+                  f"{c.since} | {cell(c.meaning)} |" for c in columns]
+    lines += ["", "## Schema versions", "", "| version | changed |", "|---|---|"]
+    lines += [f"| {version} | {cell(change)} |" for version, change in SCHEMA_CHANGES.items()]
+    return "\n".join(lines) + "\n"

@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 from tasks.core.errors import ConfigError
 from tasks.plan.cells import cell_id
 from tasks.store.history import list_manifests, read_results
-from tasks.store.publish import RUN_STATUSES, safe_run_id
+from tasks.store.layout import safe_run_id
+from tasks.store.publish import RUN_STATUSES
 from tasks.store.s3 import S3Store
 
 ANNOTATIONS_SCHEMA_VERSION = "1"

@@ -6,9 +6,10 @@ beside the run folder (`digests/`), never into it (a run folder is written only 
 
 from __future__ import annotations
 
-import io
 import json
 
+from tasks.core.results import read_parquet_bytes
+from tasks.store.layout import safe_run_id
 from tasks.store.s3 import S3Store
 
 DIGEST_SCHEMA_VERSION = "1.0"
@@ -69,14 +70,13 @@ def render_markdown(digest: dict) -> str:
 
 def write_digest(store: S3Store, manifest_key: str) -> dict:
     """Read the run through `manifest_key`, write `digests/dt=<date>/run_id=<id>.{json,md}`; return the digest."""
-    import pandas as pd
-
     manifest = store.get_json(manifest_key)
     names = {o["name"]: o["key"] for o in manifest["objects"]}
-    frame = pd.read_parquet(io.BytesIO(store.get(names["results.parquet"])))
+    frame = read_parquet_bytes(store.get(names["results.parquet"]))
     regressions = store.get_json(names["regressions.json"]) if "regressions.json" in names else {}
     digest = make_digest(manifest, frame, regressions)
-    base = store.key("digests", f"dt={manifest['logical_date'][:10]}", manifest["prefix"].rsplit("/", 1)[-1])
+    # a file named after the run, not a partition folder: its key is the one digests have always had
+    base = store.key("digests", f"dt={manifest['logical_date'][:10]}", f"run_id={safe_run_id(manifest['run_id'])}")
     for suffix, body, kind in ((".json", json.dumps(digest, indent=2).encode(), "application/json"),
                                (".md", render_markdown(digest).encode(), "text/markdown")):
         store.put_bytes(base + suffix, body, kind)

@@ -3,26 +3,26 @@
     from tasks.report.run_index import list_runs, render_run_list, read_report
     runs = list_runs(store)                      # newest first: status, suite, regression count, report path
     page = render_run_list(runs, store.describe())
-    html = read_report(store, "dt=2026-11-28", "run_id=scheduled__2026-11-28T02_00_00")
+    html = read_report(store, "dt=2026-11-28", "run=scheduled__2026-11-28T02_00_00")
 
-A run without a manifest (still being written, or abandoned) is not listed and its report is not served.
+A run without a manifest (still being written, or abandoned) is not listed and its report is not served. A report
+is found under either folder layout (tasks/store/layout.py): a link from before schema 1.4
+(`dt=.../run_id=.../report.html`) still opens the run once it is moved to `dt=.../run=.../`.
 """
 
 from __future__ import annotations
 
 import html
 import io
-import re
 from dataclasses import dataclass
 
 from tasks.core.errors import ServingEvalError
 from tasks.store.history import list_manifests
+from tasks.store.layout import OLD_RUN_KEY, RUN_KEY, RUNS, parse_folder
 from tasks.store.s3 import S3Store
 
 LISTED_STATUSES = ("complete", "partial", "failed")
 SUITE_COLUMN_SINCE = (1, 3)  # results schema that has the `suite` column
-DT_SEGMENT = re.compile(r"dt=\d{4}-\d{2}-\d{2}")
-RUN_SEGMENT = re.compile(r"run_id=[A-Za-z0-9._-]+")  # tasks.store.publish.safe_run_id's alphabet
 STATUS_COLOURS = {"complete": "#1a7f37", "partial": "#9a6700", "failed": "#cf222e"}
 
 
@@ -38,7 +38,7 @@ class RunSummary:
     published_at: str
     suite: str | None  # the manifest's provenance `config.suite`, else the results' `suite` column
     regressions: int | None  # regressions.json `regressions`; None when the run has no regression record
-    report_path: str | None  # "runs/dt=.../run_id=.../report.html" under the store's prefix, when published
+    report_path: str | None  # "runs/dt=.../run=.../report.html" under the store's prefix, when published
 
 
 def _schema(manifest: dict) -> tuple[int, ...]:
@@ -87,11 +87,18 @@ def list_runs(store: S3Store) -> list[RunSummary]:
 
 
 def read_report(store: S3Store, dt: str, run: str) -> bytes:
-    """The `report.html` of the run published under `runs/<dt>/<run>/`, found through its manifest."""
-    if not DT_SEGMENT.fullmatch(dt) or not RUN_SEGMENT.fullmatch(run):
-        raise ReportNotFound(f"runs/{dt}/{run}: not a run folder (expected dt=YYYY-MM-DD/run_id=<id>)")
-    prefix = store.key("runs", dt, run)
-    if not store.exists(f"{prefix}/manifest.json"):
+    """The `report.html` of the run published under `runs/<dt>/<run>/` (`run=<id>`, or the old `run_id=<id>`: the
+    same run in the other layout when it is not there), found through its manifest."""
+    folder = parse_folder(f"{dt}/{run}")
+    if folder is None or folder.name() != f"{dt}/{run}":
+        raise ReportNotFound(f"runs/{dt}/{run}: not a run folder (expected dt=YYYY-MM-DD/run=<id>, or "
+                             f"dt=YYYY-MM-DD/{OLD_RUN_KEY}=<id> of runs published before schema 1.4)")
+    for name in (folder.name(RUN_KEY), folder.name(OLD_RUN_KEY)):  # a run in both layouts: the new folder's
+        prefix = store.key(RUNS, name)
+        if store.exists(f"{prefix}/manifest.json"):
+            break
+    else:
+        prefix = store.key(RUNS, folder.name())
         raise ReportNotFound(f"no published run at s3://{store.bucket}/{prefix} (no manifest.json)")
     manifest = store.get_json(f"{prefix}/manifest.json")
     keys = {o["name"]: o["key"] for o in manifest.get("objects", [])}

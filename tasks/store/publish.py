@@ -10,8 +10,8 @@ import json
 import mimetypes
 from datetime import UTC, datetime
 
-from tasks.core.names import safe_component
 from tasks.core.results import SCHEMA_VERSION
+from tasks.store.layout import run_prefix
 from tasks.store.s3 import S3Store
 
 RUN_STATUSES = ("complete", "partial", "failed")
@@ -20,25 +20,16 @@ MANIFEST = "manifest.json"
 LATEST = "latest.json"
 
 
-def run_prefix(store: S3Store, logical_date: str, run_id: str) -> str:
-    return store.key("runs", f"dt={logical_date[:10]}", f"run_id={safe_run_id(run_id)}")
-
-
-def safe_run_id(run_id: str) -> str:
-    """The run id as a folder name and key part (see `tasks.core.names.safe_component`)."""
-    return safe_component(run_id)
-
-
 def publish_run(store: S3Store, *, run_id: str, logical_date: str, files: dict[str, bytes], status: str,
                 provenance: dict) -> dict:
-    """Upload `files` (name -> bytes) under the run's prefix and return the manifest written."""
+    """Upload `files` (name -> bytes) under the run's folder (`runs/dt=<date>/run=<safe id>/`, tasks/store/layout.py)
+    and return the manifest written."""
     if status not in RUN_STATUSES:
         raise ValueError(f"status={status!r}: must be one of {list(RUN_STATUSES)}")
     prefix = run_prefix(store, logical_date, run_id)
     objects = []
     for name, data in sorted(files.items()):
-        content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        sha256 = store.put_bytes(f"{prefix}/{name}", data, content_type)
+        sha256 = store.put_bytes(f"{prefix}/{name}", data, content_type(name))
         objects.append({"key": f"{prefix}/{name}", "name": name, "size_bytes": len(data), "sha256": sha256})
     manifest = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "logical_date": logical_date, "status": status,
@@ -48,9 +39,19 @@ def publish_run(store: S3Store, *, run_id: str, logical_date: str, files: dict[s
     listed = {o["key"] for o in objects} | {f"{prefix}/{MANIFEST}"}
     stale = [k for k in store.list_keys(prefix + "/") if k not in listed]
     store.delete(stale)  # left by an earlier attempt of this run id
-    store.put_bytes(f"{prefix}/{MANIFEST}", json.dumps(manifest, indent=2, sort_keys=True).encode(), "application/json")
+    write_manifest(store, manifest)
     _advance_latest(store, manifest)
     return manifest
+
+
+def write_manifest(store: S3Store, manifest: dict) -> None:
+    """`manifest.json` into the manifest's folder: what makes the run visible to readers, so it is written last."""
+    body = json.dumps(manifest, indent=2, sort_keys=True).encode()
+    store.put_bytes(f"{manifest['prefix']}/{MANIFEST}", body, "application/json")
+
+
+def content_type(name: str) -> str:
+    return mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
 def _advance_latest(store: S3Store, manifest: dict) -> None:
