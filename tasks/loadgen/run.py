@@ -75,11 +75,14 @@ def worker_share(settings: LoadSettings, index: int) -> dict:
 def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSettings, workdir: Path, *,
                    arrival: str | None = None, cpus: tuple[int, ...] = (),
                    counters: Callable[[], float] | None = None,
-                   progress: Callable[[str], object] | None = None) -> tuple[Measurement, Path]:
+                   progress: Callable[[str], object] | None = None,
+                   agree_start: Callable[[int], int] | None = None) -> tuple[Measurement, Path]:
     """Drive `endpoint` at one load point; return the summary and the path of the merged raw recording.
 
     `counters`, when given, returns the server's cumulative count of successful requests. `progress`, when
-    given, receives one line per measured window as the load point runs (see `WindowProgress`).
+    given, receives one line per measured window as the load point runs (see `WindowProgress`). `agree_start`,
+    when given, turns this load point's proposed start (CLOCK_MONOTONIC ns, once its workers are ready) into the
+    start it shares with another load point run at the same time (a duet: `StartRendezvous`).
     """
     if arrival is not None:
         if arrival not in ARRIVALS:
@@ -111,6 +114,8 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
         for index, proc in enumerate(procs):
             _await_ready(proc, index, workdir)
         start_ns = time.monotonic_ns() + START_LEAD_NS
+        if agree_start is not None:
+            start_ns = agree_start(start_ns)
         if counters is not None:
             scraper = _CounterScraper(counters, start_ns, settings)
         # the workers' stdout is always drained (a full pipe would block a worker mid-load)
@@ -144,6 +149,27 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     server = scraper.counts(recording) if scraper is not None else None
     latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
     return summarize(recording, settings, latency_from=latency_from, server=server), workdir / "recording.npz"
+
+
+class StartRendezvous:
+    """One start time for `parties` load points run at once (the two sides of a duet): each proposes its own
+    (`agree(start_ns)`, once its workers are ready) and all get the latest, so their measured windows coincide.
+    A party that does not arrive within `timeout_s` breaks the rendezvous for all (threading.BrokenBarrierError)."""
+
+    def __init__(self, parties: int, timeout_s: float = READY_TIMEOUT_S) -> None:
+        self._barrier = threading.Barrier(parties, timeout=timeout_s)
+        self._lock = threading.Lock()
+        self._proposals: list[int] = []
+
+    def agree(self, start_ns: int) -> int:
+        with self._lock:
+            self._proposals.append(start_ns)
+        self._barrier.wait()
+        return max(self._proposals)
+
+    def abort(self) -> None:
+        """A party that cannot come (its load point failed before its start) releases the others at once."""
+        self._barrier.abort()
 
 
 def _prepare_worker(affinity: tuple[int, ...]) -> None:

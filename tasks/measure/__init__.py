@@ -4,11 +4,14 @@
     served_check.py  the served-output check before any load
     engine_speed.py  the engine's own speed in process, the ceiling a stack is read against
     hostload.py      how much of the host's CPU other work used while we measured
+    inputs.py        the inputs of a cell (model, runtime, server, serving options, load generator), fingerprinted
+    duet.py          two servers measured at once on the same cores: pairs of simultaneous load points
 """
 
 from tasks.core.faces import lazy_exports
 
 EXPORTS = {"measure_session": "session", "check_served_outputs": "served_check", "engine_speed": "engine_speed",
-           "NeighbourProbe": "hostload"}
+           "NeighbourProbe": "hostload", "cell_inputs": "inputs", "input_changes": "inputs",
+           "measure_duet": "duet"}
 __all__ = sorted(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

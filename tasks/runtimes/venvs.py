@@ -61,10 +61,13 @@ def requirements_sha256(name: str) -> str:
     return hashlib.sha256(requirements_path(name).read_bytes()).hexdigest()
 
 
-def ensure_runtime(name: str, log=print) -> RuntimeEnv:
-    """Return the runtime's venv, building it first if the cache has no complete build of this file."""
-    req = requirements_path(name)
-    sha = requirements_sha256(name)
+def ensure_runtime(name: str, log=print, requirements: Path | None = None) -> RuntimeEnv:
+    """Return the runtime's venv, building it first if the cache has no complete build of this file.
+
+    `requirements`: another requirements file of this runtime (a regression reference's, kept in the store) to
+    build from instead of docker/<name>/requirements.txt; its venv is cached by its own hash the same way."""
+    req = requirements or requirements_path(name)
+    sha = hashlib.sha256(req.read_bytes()).hexdigest()
     venvs = cache_root() / "venvs"
     venvs.mkdir(parents=True, exist_ok=True)
     venv_dir = venvs / f"{name}-{sha[:16]}"
@@ -76,13 +79,35 @@ def ensure_runtime(name: str, log=print) -> RuntimeEnv:
         if marker.is_file():
             return RuntimeEnv(name, venv_dir, sha, built_now=False, build_s=0.0)
         started = time.monotonic()
-        log(f"runtime {name}: building venv {venv_dir} from {req.relative_to(REPO_ROOT)}")
+        shown = req.relative_to(REPO_ROOT) if req.is_relative_to(REPO_ROOT) else req
+        log(f"runtime {name}: building venv {venv_dir} from {shown}")
         shutil.rmtree(venv_dir, ignore_errors=True)  # a half-built venv from a crashed build
         _build_venv(venv_dir, req)
         build_s = time.monotonic() - started
-        marker.write_text(json.dumps({"runtime": name, "requirements_sha256": sha, "build_s": build_s}))
+        marker.write_text(json.dumps({"runtime": name, "requirements_sha256": sha, "build_s": build_s,
+                                      "packages": _installed_packages(venv_dir)}))
         log(f"runtime {name}: built in {build_s:.1f} s")
         return RuntimeEnv(name, venv_dir, sha, built_now=True, build_s=build_s)
+
+
+def runtime_packages(env: RuntimeEnv) -> dict[str, str]:
+    """name -> version of every package installed in the runtime's venv (what `pip list` reports), remembered in
+    the venv's marker: the runtime's resolved identity, which a requirements file alone does not pin."""
+    marker = env.venv_dir / COMPLETE_MARKER
+    record = json.loads(marker.read_text()) if marker.is_file() else {}
+    if "packages" not in record:
+        record["packages"] = _installed_packages(env.venv_dir)
+        if marker.is_file():
+            marker.write_text(json.dumps(record))
+    return dict(record["packages"])
+
+
+def _installed_packages(venv_dir: Path) -> dict[str, str]:
+    proc = subprocess.run([str(venv_dir / "bin" / "python"), "-m", "pip", "list", "--format=json",
+                           "--disable-pip-version-check"], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeBuildError(f"pip list in {venv_dir.name} failed: {proc.stderr[-1000:]}")
+    return {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(proc.stdout)}
 
 
 def _base_python() -> str:

@@ -12,12 +12,13 @@ import os
 import shutil
 import urllib.request
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
 from tasks.convert import Artifact
 from tasks.core.errors import ConfigError
+from tasks.core.paths import DOCKER_DIR
 from tasks.core.spec import ModelSpec
 from tasks.serve.knobs import Knob
 from tasks.serve.options import ServingOptions
@@ -54,6 +55,7 @@ class RunSpec:
     # Absolute glob patterns of host paths the server creates outside its workdir (e.g. Triton's hard-coded
     # /tmp/python_env_*): the process launcher removes the matching entries that appeared after the start.
     cleanup_globs: tuple[str, ...] = ()
+    requirements: str = ""  # the process launcher builds the venv from this file ("": docker/<runtime>/'s own)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,21 @@ class Server(ABC):
     @abstractmethod
     def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
         """Describe how to run the server on `ports` (127.0.0.1) over `layout`."""
+
+    @property
+    def runtime_dir(self) -> Path:
+        """The runtime's folder of entry scripts and requirements: this checkout's docker/<runtime>/, or the
+        snapshot of a regression reference (`ServingOptions.runtime_dir`)."""
+        return Path(self.options.runtime_dir) if self.options.runtime_dir else DOCKER_DIR / self.runtime
+
+    def launch_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
+        """`run_spec`, pointed at a reference's runtime snapshot or image when the options name one."""
+        run_spec = self.run_spec(layout, spec, ports)
+        if self.options.runtime_dir:
+            run_spec = replace(run_spec, requirements=str(self.runtime_dir / "requirements.txt"))
+        if self.options.runtime_image:
+            run_spec = replace(run_spec, image=self.options.runtime_image)
+        return run_spec
 
     def endpoint(self, spec: ModelSpec, ports: dict[str, int]) -> Endpoint:
         return Endpoint("127.0.0.1", ports["http"], self.model_name(spec), self.protocol, dict(ports))

@@ -28,6 +28,11 @@ class ServingOptions:
     threads: int = 0  # intra-op threads of each instance; 0: the server's CPUs shared among its instances
     preferred_batch_sizes: tuple[int, ...] = ()  # batch sizes a dynamic batcher should aim for (Triton)
     max_latency_ms: int = 0  # a batcher's latency budget (BentoML's max_latency_ms); 0: the server's default
+    # Where the runtime's files come from (its entry scripts and requirements.txt): "" this checkout's
+    # docker/<runtime>/, else a regression reference's snapshot of that folder (tasks/measure/duet.py); and the
+    # image a container of it runs ("" the server's own; else an image id a reference ran on).
+    runtime_dir: str = ""
+    runtime_image: str = ""
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:

@@ -93,7 +93,7 @@ def server_session(server: Server, artifact: Artifact, spec: ModelSpec, launcher
         current: dict = {}
 
         def launch(chosen_ports: dict[str, int]) -> LiveServer:
-            run_spec = server.run_spec(layout, spec, chosen_ports)
+            run_spec = server.launch_spec(layout, spec, chosen_ports)
             endpoint = server.endpoint(spec, chosen_ports)
             launcher.prepare(run_spec)  # a venv or image built (or found) before the start-up is timed
             started = time.monotonic()

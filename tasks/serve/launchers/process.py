@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tasks.core.errors import ConfigError
 from tasks.runtimes.proctree import create_time_of, is_running, terminate_tree
-from tasks.runtimes.venvs import ensure_runtime, requirements_sha256, runtime_env_vars
+from tasks.runtimes.venvs import RuntimeEnv, ensure_runtime, runtime_env_vars
 from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import Launcher, LaunchHandle, forget_handle, record_handle
 
@@ -30,11 +30,17 @@ SHM_DIR = Path("/dev/shm")
 SHM_PREFIXES = ("triton_python_backend_shm_region",)
 
 
+def runtime_of(spec: RunSpec) -> RuntimeEnv:
+    """The venv a server runs in: its runtime's, built from `spec.requirements` when it names another file (a
+    regression reference's)."""
+    return ensure_runtime(spec.runtime, requirements=Path(spec.requirements) if spec.requirements else None)
+
+
 class ProcessLauncher(Launcher):
     name = "process"
 
     def prepare(self, spec: RunSpec) -> None:
-        ensure_runtime(spec.runtime)
+        runtime_of(spec)
 
     def start(self, spec: RunSpec, *, run_id: str, cell_id: str, workdir: Path, log_path: Path,
               cpus: tuple[int, ...] = (), memory: str | None = None) -> LaunchHandle:
@@ -43,7 +49,7 @@ class ProcessLauncher(Launcher):
         for pattern in spec.cleanup_globs:
             if not os.path.isabs(pattern):
                 raise ConfigError("RunSpec.cleanup_globs", pattern, "must be an absolute glob pattern")
-        env = ensure_runtime(spec.runtime)
+        env = runtime_of(spec)
         argv = list(spec.argv)
         program = env.bin_dir / argv[0]
         if program.exists():
@@ -71,7 +77,7 @@ class ProcessLauncher(Launcher):
         return handle
 
     def runtime_label(self, spec: RunSpec) -> str:
-        return f"venv:{spec.runtime}@{requirements_sha256(spec.runtime)[:12]}"
+        return f"venv:{spec.runtime}@{runtime_of(spec).requirements_sha256[:12]}"
 
     def exit_code(self, handle: LaunchHandle) -> int | None:
         child = _CHILDREN.get(handle.pid)

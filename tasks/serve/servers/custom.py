@@ -11,13 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.convert import Artifact
-from tasks.core.paths import REPO_ROOT
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import project_image
 from tasks.serve.base import RunSpec, Server, link_or_copy
 from tasks.serve.knobs import Knob
 
-APP = "docker/custom/app.py"
+APP = "app.py"  # in the runtime folder (docker/custom/, or a reference's snapshot of it)
 CONTAINER_PORT = 8000
 
 
@@ -47,7 +46,7 @@ class CustomServer(Server):
                   "--outputs", ",".join(t.name for t in spec.outputs))
         return RunSpec(
             runtime=self.runtime,
-            argv=("python", str(REPO_ROOT / APP), "--host", "127.0.0.1", "--port", str(ports["http"]),
+            argv=("python", str(self.runtime_dir / APP), "--host", "127.0.0.1", "--port", str(ports["http"]),
                   "--model-dir", str(layout), *common),
             ports=dict(ports),
             env=self.options.thread_env,

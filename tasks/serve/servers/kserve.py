@@ -20,13 +20,12 @@ import json
 from pathlib import Path
 
 from tasks.convert import Artifact
-from tasks.core.paths import REPO_ROOT
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import project_image
 from tasks.serve.base import RunSpec, Server, link_or_copy
 from tasks.serve.knobs import Knob
 
-ENTRY = "docker/kserve/server.py"
+ENTRY = "server.py"  # in the runtime folder (docker/kserve/, or a reference's snapshot of it)
 IMAGE = project_image("kserve")  # built here from docker/kserve/ (tasks/runtimes/images.py tags it by its inputs)
 CONTAINER_ROOT = "/models"
 CONTAINER_PORTS = {"http": 8080, "grpc": 8081}
@@ -71,7 +70,7 @@ class KServeServer(Server):
     def run_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
         return RunSpec(
             runtime=self.runtime,
-            argv=("python", str(REPO_ROOT / ENTRY), *self.server_args(str(layout), spec, "127.0.0.1", ports)),
+            argv=("python", str(self.runtime_dir / ENTRY), *self.server_args(str(layout), spec, "127.0.0.1", ports)),
             ports=dict(ports),
             env=self.options.thread_env,
             device=self.options.device,

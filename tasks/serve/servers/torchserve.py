@@ -34,15 +34,14 @@ from pathlib import Path
 
 from tasks.convert import Artifact
 from tasks.core.errors import ConfigError, ServerStartError
-from tasks.core.paths import REPO_ROOT
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import official_unavailable_reason, project_image
 from tasks.runtimes.venvs import ensure_runtime, runtime_env_vars
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
 from tasks.serve.knobs import WITH_BATCHING, Knob
 
-HANDLER = "docker/torchserve/handler.py"
-LOG_CONFIG = "docker/torchserve/log4j2.xml"  # start-up and errors only: no access log, no per-request metrics
+HANDLER = "handler.py"  # in the runtime folder (docker/torchserve/, or a reference's snapshot of it)
+LOG_CONFIG = "log4j2.xml"  # start-up and errors only: no access log, no per-request metrics
 HANDLER_CONFIG = "handler_config.json"
 IMAGE = project_image("torchserve")  # built here from docker/torchserve/ (runtimes/images.py tags it by its inputs)
 OFFICIAL_IMAGE = "pytorch/torchserve:0.12.0-cpu"  # the registry's image of the same release (images=official)
@@ -79,7 +78,7 @@ class TorchServeServer(Server):
         store = layout / "model_store"
         store.mkdir(parents=True, exist_ok=True)
         (layout / "java-tmp").mkdir(exist_ok=True)
-        shutil.copy2(REPO_ROOT / LOG_CONFIG, layout / "log4j2.xml")
+        shutil.copy2(self.runtime_dir / LOG_CONFIG, layout / "log4j2.xml")
         self._archive(artifact, spec, store)
         addresses = {name: ("0.0.0.0", port) for name, port in CONTAINER_PORTS.items()}
         (layout / "container.properties").write_text(
@@ -167,7 +166,7 @@ class TorchServeServer(Server):
                 "outputs": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in spec.outputs],
             }))
             argv = [str(env.bin_dir / "torch-model-archiver"), "--model-name", name, "--version", MODEL_VERSION,
-                    "--serialized-file", str(artifact.path), "--handler", str(REPO_ROOT / HANDLER),
+                    "--serialized-file", str(artifact.path), "--handler", str(self.runtime_dir / HANDLER),
                     "--extra-files", str(config), "--export-path", str(store), "--force"]
             proc = subprocess.run(argv, cwd=scratch, env=runtime_env_vars(env, {"TMPDIR": scratch}),
                                   capture_output=True, text=True, timeout=ARCHIVE_TIMEOUT_S)

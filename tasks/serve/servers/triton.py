@@ -53,7 +53,6 @@ from pathlib import Path
 
 from tasks.convert import Artifact
 from tasks.core.errors import ConfigError
-from tasks.core.paths import REPO_ROOT
 from tasks.core.spec import ModelSpec, TensorSpec
 from tasks.runtimes.images import official_unavailable_reason, project_image
 from tasks.runtimes.venvs import RuntimeEnv, ensure_runtime
@@ -69,7 +68,7 @@ MODEL_VERSION = "1"
 NATIVE_DIR = "native"
 PYTHON_DIR = "python"
 BACKENDS_DIR = "backends"
-PYTHON_MODEL = REPO_ROOT / "docker" / "triton" / "python_model.py"
+PYTHON_MODEL = "python_model.py"  # in the runtime folder (docker/triton/, or a reference's snapshot of it)
 PYTRITON_DIR = "pytriton/tritonserver"  # inside the runtime's site-packages
 BUNDLED_LIBS_DIR = "nvidia_pytriton.libs"  # the wheel's vendored shared libraries, inside site-packages
 SHM_PREFIX = "triton_python_backend_shm_region_"  # the python backend's default; the launcher cleans this prefix
@@ -188,7 +187,7 @@ class TritonServer(Server):
             python = layout / PYTHON_DIR / name
             (python / MODEL_VERSION).mkdir(parents=True, exist_ok=True)
             link_or_copy(target, python / MODEL_VERSION / NATIVE[fmt][1])
-            shutil.copy2(PYTHON_MODEL, python / MODEL_VERSION / "model.py")
+            shutil.copy2(self.runtime_dir / PYTHON_MODEL, python / MODEL_VERSION / "model.py")
             (python / "config.pbtxt").write_text(self.config_text(spec, fmt, python_backend=True))
         return layout
 

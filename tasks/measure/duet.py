@@ -1,0 +1,195 @@
+"""A duet: two servers measured at the same time on the same cores, so that what the host does to one it does to
+the other, and their ratio is the stack's change (Bulej et al., "Duet benchmarking", ICPE 2020).
+
+    result = measure_duet(reference, candidate, settings, decided=...)
+    result.pairs[i].sides["candidate"]["throughput_rps"] / result.pairs[i].sides["reference"]["throughput_rps"]
+
+Both servers start fresh in one host session (the host lock keeps every other session out), on the same server
+CPU set; their two load generators share the generator's CPUs and are driven at the same load, with one common
+start (`StartRendezvous`), so their measured windows coincide. A pair is one such simultaneous load point; the
+side whose generator starts first alternates from pair to pair. Pairs are added, from `settings.min_pairs` up to
+`settings.max_pairs`, until `decided(pairs)` says the verdict is settled (Pinpoint's way: measure more only while
+undecided). Each side's row figures include the server's CPU time per request (its process tree or container,
+sampled over the load point).
+
+This is the one place two servers run at once on a host, by design. Nothing here judges: tasks/regress/duet.py
+reads the pairs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tasks.convert.artifact import Artifact
+from tasks.core.spec import ModelSpec
+from tasks.loadgen.resources import sampler_for
+from tasks.loadgen.run import StartRendezvous, run_load_point
+from tasks.loadgen.settings import LoadSettings
+from tasks.measure.served_check import check_served_outputs
+from tasks.measure.session import observe_health
+from tasks.serve.base import Server
+from tasks.serve.hostlock import host_lock
+from tasks.serve.launchers.base import Launcher
+from tasks.serve.session import LiveServer, SessionSettings, server_session
+
+SIDES = ("reference", "candidate")
+PAIR_FIGURES = ("throughput_rps", "latency_ms_p50", "latency_ms_p99", "server_cpu_us_per_request", "requests",
+                "errors", "generator_cpu_pct", "server_cpu_pct")
+
+
+@dataclass(frozen=True)
+class DuetSide:
+    """One side of a duet: a server (with its options) serving an artifact, and the inputs that describe it."""
+
+    label: str  # "reference" or "candidate" ("a" / "b" in an A/A duet)
+    server: Server
+    artifact: Artifact
+    spec: ModelSpec
+    inputs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DuetSettings:
+    """Where and how a duet runs: its run and name, the shared server CPUs and generator CPUs, the load point."""
+
+    run_id: str
+    duet_id: str
+    log_dir: Path
+    launcher: Launcher
+    load: LoadSettings
+    server_cpus: tuple[int, ...] = ()
+    generator_cpus: tuple[int, ...] = ()
+    memory: str | None = None
+    ready_timeout_s: float = 120.0
+    min_pairs: int = 3
+    max_pairs: int = 8
+    max_batch_size: int = 8
+
+
+@dataclass
+class DuetPair:
+    index: int
+    first: str  # the label of the side whose generator started first
+    sides: dict[str, dict]  # label -> that side's figures (PAIR_FIGURES)
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "first": self.first, "sides": self.sides}
+
+
+@dataclass
+class DuetResult:
+    pairs: list[DuetPair] = field(default_factory=list)
+    error: str | None = None  # why the duet stopped short (a side failed its served check, died, a load point failed)
+    stop_reason: str = ""
+    timelines: dict[str, dict] = field(default_factory=dict)
+    served: dict[str, dict] = field(default_factory=dict)  # label -> its served-output check
+    versions: dict[str, str] = field(default_factory=dict)  # label -> the server's version
+    runtime_images: dict[str, str] = field(default_factory=dict)  # label -> what ran it (image or venv)
+
+    def to_dict(self) -> dict:
+        return {"pairs": [p.to_dict() for p in self.pairs], "error": self.error, "stop_reason": self.stop_reason,
+                "served": self.served, "versions": self.versions, "runtime_images": self.runtime_images}
+
+
+def _figures(measurement, sampler) -> dict:
+    summary = sampler.summary()
+    rps = measurement.throughput_rps
+    cpu_pct = summary.server_cpu_pct
+    per_request = (cpu_pct / 100.0 / rps * 1e6) if cpu_pct is not None and rps else None
+    return {"throughput_rps": rps, "latency_ms_p50": measurement.latency_ms_p50,
+            "latency_ms_p99": measurement.latency_ms_p99, "server_cpu_us_per_request": per_request,
+            "requests": measurement.requests, "errors": measurement.errors,
+            "generator_cpu_pct": measurement.generator_cpu_pct, "server_cpu_pct": cpu_pct}
+
+
+def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, workdir: Path, rendezvous: StartRendezvous,
+                out: dict, errors: dict) -> None:
+    try:
+        with sampler_for(live.handle) as sampler:
+            measurement, _ = run_load_point(live.endpoint, side.spec, settings.load, workdir,
+                                            cpus=settings.generator_cpus, agree_start=rendezvous.agree)
+        out[side.label] = _figures(measurement, sampler)
+    except BaseException as exc:  # noqa: BLE001 - reported by the caller; the other side's rendezvous breaks too
+        errors[side.label] = f"{type(exc).__name__}: {exc}"
+        rendezvous.abort()
+
+
+def run_pair(index: int, sides: list[DuetSide], lives: dict[str, LiveServer], settings: DuetSettings,
+             scratch: Path) -> tuple[DuetPair | None, str | None]:
+    """One simultaneous load point of both sides (the first of `sides` starts its generator first)."""
+    rendezvous = StartRendezvous(len(sides))
+    out: dict[str, dict] = {}
+    errors: dict[str, str] = {}
+    threads = []
+    for side in sides:
+        workdir = Path(tempfile.mkdtemp(prefix=f"duet-{side.label}-", dir=scratch))
+        thread = threading.Thread(target=_load_point, args=(side, lives[side.label], settings, workdir, rendezvous,
+                                                            out, errors), daemon=True)
+        thread.start()
+        threads.append(thread)
+    limit_s = settings.load.warmup_s + settings.load.duration_s + settings.load.request_timeout_s + 120.0
+    deadline = time.monotonic() + limit_s
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() for t in threads):
+        return None, f"pair {index}: a load point ran past its bound of {limit_s:.0f} s"
+    if errors:
+        return None, f"pair {index}: " + "; ".join(f"{label}: {text}" for label, text in sorted(errors.items()))
+    for side in sides:
+        health = observe_health(lives[side.label])
+        if not health.alive:
+            return None, (f"pair {index}: the {side.label} server {side.server.name} died or hung "
+                          f"(exit {health.exit_code}); log tail:\n{health.log_tail[-1500:]}")
+    return DuetPair(index, sides[0].label, out), None
+
+
+def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSettings,
+                 decided: Callable[[list[DuetPair]], bool] | None = None) -> DuetResult:
+    """Both sides served at once on the same CPUs; pairs of simultaneous load points until decided or the budget."""
+    result = DuetResult(timelines={s.label: {} for s in (reference, candidate)})
+    sides = [reference, candidate]
+    scratch = Path(tempfile.mkdtemp(prefix="duet-", dir=settings.log_dir.parent))
+    try:
+        with host_lock(settings.run_id, settings.duet_id), ExitStack() as stack:
+            lives: dict[str, LiveServer] = {}
+            for side in sides:
+                session = SessionSettings(settings.run_id, f"{settings.duet_id}.{side.label}", settings.log_dir,
+                                          settings.ready_timeout_s, settings.server_cpus, settings.memory)
+                lives[side.label] = stack.enter_context(server_session(
+                    side.server, side.artifact, side.spec, settings.launcher, session,
+                    timeline=result.timelines[side.label]))
+                result.versions[side.label] = lives[side.label].server_version
+                result.runtime_images[side.label] = lives[side.label].runtime_image
+            for side in sides:
+                live = lives[side.label]
+                check = check_served_outputs(live.server.protocol, live.endpoint, side.spec, side.artifact,
+                                             settings.max_batch_size)
+                result.served[side.label] = check.to_dict()
+                if not check.passed:
+                    result.error = (f"the {side.label} server {side.server.name} served outputs that differ from "
+                                    f"the reference: {check.detail}")
+                    return result
+            for index in range(settings.max_pairs):
+                order = sides if index % 2 == 0 else sides[::-1]
+                pair, error = run_pair(index, order, lives, settings, scratch)
+                if error:
+                    result.error = error
+                    return result
+                result.pairs.append(pair)
+                if len(result.pairs) >= settings.min_pairs and decided is not None and decided(result.pairs):
+                    result.stop_reason = f"decided after {len(result.pairs)} pairs"
+                    break
+            else:
+                result.stop_reason = f"the budget of {settings.max_pairs} pairs"
+    except Exception as exc:  # noqa: BLE001 - a side that does not start: the duet says why, the run goes on
+        result.error = f"{type(exc).__name__}: {exc}"[:4000]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return result
