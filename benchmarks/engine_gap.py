@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     conf = {"suite": "smoke", "models": [args.model], "formats": ["onnx"], "servers": args.servers.split(","),
             "concurrencies": [1], "duration_s": args.duration_s, "warmup_s": 3.0, "window_s": 1.0,
-            "control_cell": "none", "confirm_regressions": False, "fail_on_cell_failure": False,
+            "control_cell": "none", "duets": False, "fail_on_cell_failure": False,
             "s3_bucket": "bench", "s3_prefix": "gap", "request_timeout_s": 30.0}
     with start_embedded_s3() as s3:
         s3.create_bucket("bench")

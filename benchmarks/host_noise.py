@@ -1,14 +1,14 @@
 """How noisy is this host within the hour, and how much of it would a second session or an interleaved control
-remove? The question behind issue 15's item 1: a 10 % step can be found within three nights only where one
-night's figure moves by about 3 % or less when nothing changed.
+remove? The reason regressions are judged side by side (docs/regressions.md): a 10 % step can be found within
+three nights from history only where one night's figure moves by about 3 % or less when nothing changed.
 
     .venv/bin/python benchmarks/host_noise.py record --minutes 40 --out benchmarks/data/host_noise.csv
     .venv/bin/python benchmarks/host_noise.py analyse [--data benchmarks/data/host_noise.csv]
 
 `record` alternates fresh server sessions of the MLP on the custom service, ONNX then TorchScript, each
 measuring closed loop at concurrency 1 and 4 at the nightly suite's points (8 s, 2 s warm-up, 1 s windows),
-through the confirmation step's own `tasks.regress.confirm.remeasure`, for `--minutes`; one CSV row per cell and session
-with its time, and the CPU other work used meanwhile (`tasks.measure.hostload`).
+each a fresh server session through `tasks.measure.session.measure_session`, for `--minutes`; one CSV row per cell
+and session with its time, and the CPU other work used meanwhile (`tasks.measure.hostload`).
 
 `analyse` prints, per cell, the spread of the sessions over the recording (1.4826 MAD of the log, as the
 nights' benchmark), the autocorrelation of their deviations by lag in minutes (how long a slow spell lasts),
@@ -40,15 +40,30 @@ LAGS_MIN = (0.7, 1.4, 2.8, 5.6, 11.2)
 STEP = 0.10
 
 
+def noise_conf(bucket: str, duration_s: float, warmup_s: float = 0.5, window_s: float = 0.5) -> dict:
+    return {"models": ["mlp"], "formats": list(FORMATS), "servers": ["custom"], "concurrencies": [1, 4],
+            "duration_s": duration_s, "warmup_s": warmup_s, "window_s": window_s, "s3_bucket": bucket,
+            "s3_prefix": "noise", "aws_conn_id": "serving_eval_s3", "fail_on_cell_failure": False,
+            "control_cell": "none"}
+
+
+def robust_spread(values: list[float]) -> float:
+    """1.4826 MAD: the standard deviation of normal values, unmoved by a few outliers."""
+    import numpy as np
+
+    v = np.asarray(values)
+    return 1.4826 * float(np.median(np.abs(v - np.median(v))))
+
+
 def record(args: argparse.Namespace) -> int:
-    from benchmarks.regression_nights import night_conf
-    from tasks.pipeline import cleanup_run_dir, convert_in_run, start_run, sweep_leftovers
-    from tasks.plan.config import RunConfig
-    from tasks.regress.confirm import CELL_FIELDS, remeasure, remeasure_order
+    from dataclasses import replace
+
+    from tasks.measure.hostload import NeighbourProbe
+    from tasks.measure.session import measure_session
+    from tasks.pipeline import cleanup_run_dir, convert_in_run, run_plan, start_run, sweep_leftovers
     from tasks.store.embedded_s3 import start_embedded_s3
 
-    conf = night_conf("noise", args.duration_s, args.warmup_s, args.window_s)
-    config = RunConfig.from_params(conf)
+    conf = noise_conf("noise", args.duration_s, args.warmup_s, args.window_s)
     run_id = "host_noise"
     sessions = 0
     out_path = Path(args.out)
@@ -57,22 +72,23 @@ def record(args: argparse.Namespace) -> int:
         s3.create_bucket("noise")
         conn = s3.connection("serving_eval_s3")
         started = start_run(conf, run_id=run_id, logical_date="2026-01-01T02:00:00+00:00", conn=conn)
+        plan = run_plan(started)
         writer = csv.DictWriter(out, fieldnames=COLUMNS)
         writer.writeheader()
         try:
             converted = [convert_in_run(c, started, conn) for c in started["conversions"]]
             started_s = time.monotonic()  # the clock of the sessions, after the conversions
-            cells = {fmt: [{k: c.get(k) for k in CELL_FIELDS} for s in started["sessions"] for c in s["cells"]
-                           if c["format"] == fmt] for fmt in FORMATS}
+            by_format = {s.format: s for s in plan.sessions}
             while time.monotonic() - started_s < 60 * args.minutes:
-                # one suspect session (remeasure_order without a control): a fresh server for this format's cells
-                order = remeasure_order(cells[FORMATS[sessions % len(FORMATS)]], None, prefix=f"noise{sessions}-")
-                for item in remeasure(order, converted, started["run"], config):
-                    row = item["row"]
+                session = by_format[FORMATS[sessions % len(FORMATS)]]  # a fresh server for this format's cells
+                session = replace(session, session_id=f"noise{sessions}.{session.session_id}")
+                with NeighbourProbe() as probe:
+                    out_rows = measure_session(session, converted, started["run"], plan.config)["rows"]
+                for row in out_rows:
                     writer.writerow({"t_s": round(time.monotonic() - started_s, 1), "session": sessions,
                                      "format": row["format"], "load": row["load"],
                                      **{m: row.get(m) for m in METRICS},
-                                     "neighbour_cpu_pct": round(item["neighbour_cpu_pct"] or 0.0, 1),
+                                     "neighbour_cpu_pct": round(probe.result.neighbour_cpu_pct or 0.0, 1),
                                      "loadavg_1m": round(os.getloadavg()[0], 2)})
                 out.flush()
                 sessions += 1
@@ -120,8 +136,6 @@ def with_neighbours(rows: list[dict], fmt: str, load: float, metric: str) -> lis
 
 
 def analyse(args: argparse.Namespace) -> int:
-    from benchmarks.nights_replay import robust_spread
-
     rows = read_sessions(Path(args.data))
     minutes = max(r["t_s"] for r in rows) / 60
     per_session_s = max(r["t_s"] for r in rows) / (max(r["session"] for r in rows) + 1)

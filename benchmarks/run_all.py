@@ -21,8 +21,6 @@ BENCHMARKS = (
     ("each stack against its engine in process, BERT-base in ONNX Runtime", ["engine_gap.py"]),
     ("start-up time as the readiness poll reads it: fixed 0.1 s against 5 % of the wait",
      ["startup_resolution.py"]),
-    ("regression alerts on the recorded real nights (record new ones: regression_nights.py record)",
-     ["regression_nights.py", "judge"]),
     ("how noisy this host is within the hour, on the recorded sessions (record new ones: host_noise.py record)",
      ["host_noise.py", "analyse"]),
     ("... the same, on the noisier half-hour recorded before it", ["host_noise.py", "analyse", "--data",

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             "servers": args.servers.split(","), "concurrencies": [int(c) for c in args.concurrencies.split(",")],
             "duration_s": args.duration_s, "warmup_s": 1.0, "window_s": 1.0, "tune": args.method,
             "tune_budget_s": args.budget_s, "p99_bound_ms": args.p99_bound_ms, "control_cell": "none",
-            "confirm_regressions": False, "fail_on_cell_failure": False, "s3_bucket": "bench", "s3_prefix": "tune"}
+            "duets": False, "fail_on_cell_failure": False, "s3_bucket": "bench", "s3_prefix": "tune"}
     started = time.monotonic()
     with start_embedded_s3() as s3:
         s3.create_bucket("bench")

@@ -6,8 +6,9 @@ before anything is converted or started) and spreads the server sessions over th
 `hosts`). Each host has its own tasks, made at parse time from `SERVING_EVAL_HOSTS` (tasks/plan/hosts.py): its
 `measure_<host>` task is mapped over that host's sessions (one server session each: start, all its load points,
 stop), in that host's Celery queue and one-slot pool `serving_eval_host_<host>`, so hosts measure side by side and
-no host ever runs two servers. Conversions and the other steps run on Airflow's default queue. Suspected
-regressions are re-measured by `confirm_<host>`, on the host that measured them, before they are published. Failed
+no host ever runs two servers (but for a regression duet's pair, by design). Conversions and the other steps run on
+Airflow's default queue. A cell whose inputs changed since its reference night is measured beside that night's
+inputs by `duet_<host>`, on the host that measured it, before it is published. Failed
 cells are published (run marked partial, or failed when nothing could be measured) and then fail the run in
 `check`.
 """
@@ -26,6 +27,7 @@ from tasks.plan.config import (
     CONCURRENCY_SWEEPS,
     LAUNCHERS,
     MAX_BATCH_SIZE,
+    MAX_DUET_PAIRS,
     MAX_READY_TIMEOUT_S,
     PROTOCOLS,
     RUN_MODES,
@@ -164,16 +166,17 @@ def _connection(conn_id: str):
         "fail_on_cell_failure": suite_param("boolean",
                                       title="Fail the run when a cell failed (after publishing)", section="Outcome"),
         "fail_on_regression": suite_param("boolean",
-                                    title="Fail the run when a metric regressed against the history",
+                                    title="Fail the run when a stack regressed (a duet against its reference)",
                                     section="Outcome"),
-        "confirm_regressions": suite_param("boolean", title="Re-measure suspected regressions before publishing them",
-                                           description="only a change that survives a re-measurement (fresh server, "
-                                                       "next to the control cell) is a regression", section="Outcome"),
-        "confirm_max_neighbour_pct": suite_param("number", minimum=0, maximum=100,
-                                                 title="Most host CPU other work may use during a re-measurement, %",
-                                                 description="above it the re-measurement is no evidence and the "
-                                                             "suspect stays unconfirmed (100: never)",
-                                                 section="Outcome"),
+        "duets": suite_param("boolean", title="Measure changed cells beside their reference (duets)",
+                             description="a cell whose inputs (model file, runtime, server, serving options) changed "
+                                         "since its reference night is measured at the same time as that night's "
+                                         "inputs, on the same cores; unchanged cells cannot regress",
+                             section="Outcome"),
+        "duet_min_pairs": suite_param("integer", minimum=2, maximum=MAX_DUET_PAIRS,
+                                      title="Duet pairs measured before a verdict may stop", section="Outcome"),
+        "duet_max_pairs": suite_param("integer", minimum=2, maximum=MAX_DUET_PAIRS,
+                                      title="Most duet pairs while the verdict is undecided", section="Outcome"),
         "hosts": suite_param("array", minItems=1, uniqueItems=True,
                              items={"type": "string", "enum": [h.name for h in HOSTS]},
                              examples=[h.name for h in HOSTS], title="Measuring hosts",
@@ -249,19 +252,19 @@ def nightly_serving_eval():
         return regress_step(started, collected, list(converted), _connection(started["config"]["aws_conn_id"]))
 
     @task
-    def confirm(started: dict, converted: list[dict], regressed: dict, host: str) -> dict:
-        from tasks.pipeline import confirm_step
+    def duet(started: dict, converted: list[dict], regressed: dict, host: str) -> dict:
+        from tasks.pipeline import duet_step
 
-        return confirm_step(started, list(converted), regressed, host, _connection(started["config"]["aws_conn_id"]))
+        return duet_step(started, list(converted), regressed, host, _connection(started["config"]["aws_conn_id"]))
 
     @task(outlets=[PUBLISHED_RUNS])
     def publish(started: dict, collected: dict, converted: list[dict], validation: dict, regressed: dict,
-                confirmed: list[dict]) -> dict:
-        from tasks.pipeline import merge_confirmed, publish_step
+                dueted: list[dict]) -> dict:
+        from tasks.pipeline import merge_duet_parts, publish_step
 
         conn = _connection(started["config"]["aws_conn_id"])
         summary = publish_step(started, collected, list(converted), validation, conn,
-                               merge_confirmed(regressed, list(confirmed)))
+                               merge_duet_parts(regressed, list(dueted)))
         get_current_context()["outlet_events"][PUBLISHED_RUNS].extra = summary
         return summary
 
@@ -289,9 +292,8 @@ def nightly_serving_eval():
     collected = collect(started, measured)
     validation = validate(started, collected, converted)
     regressed = regressions(started, collected, converted)
-    confirmed = [confirm.override(task_id=f"confirm_{h}", **on_host[h])(started, converted, regressed, h)
-                 for h in on_host]
-    summary = publish(started, collected, converted, validation, regressed, confirmed)
+    dueted = [duet.override(task_id=f"duet_{h}", **on_host[h])(started, converted, regressed, h) for h in on_host]
+    summary = publish(started, collected, converted, validation, regressed, dueted)
     list(before.values()) >> started
     summary >> sweep_run_leftovers()() << list(before.values())  # the run's work folder on a default-queue worker
     for h, setup_task in before.items():

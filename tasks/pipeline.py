@@ -1,8 +1,8 @@
 """The pipeline's steps as plain functions: what the DAG's tasks and the CLI call, in this order.
 
     start_run -> convert_step (per conversion) -> measure_session (per server session, one at a time)
-    -> collect_results -> validate_step -> regress_step -> confirm_step (re-measures suspects, one server at a
-    time) -> publish_step -> check_outcome
+    -> collect_results -> validate_step -> regress_step -> duet_step (changed cells beside their reference, per
+    host) -> publish_step -> check_outcome
 
 Inputs and outputs are JSON-ready dicts, so they travel through XCom unchanged. The plan step resolves the run's
 configuration once (suite values included) and writes it, with the sessions and their cells, into `started`; every
@@ -20,7 +20,7 @@ from tasks.convert import ConversionSkipped, convert
 from tasks.convert.sources import resolve_source
 from tasks.core.errors import ConfigError, ServingEvalError
 from tasks.core.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint
-from tasks.core.paths import CACHE_ENV, run_dir
+from tasks.core.paths import CACHE_ENV, DOCKER_DIR, cache_root, run_dir
 from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.core.spec import load_spec
 from tasks.measure.session import measure_session, not_measured
@@ -28,13 +28,16 @@ from tasks.plan.cells import Plan, Session, expected_rows, make_plan, rows_of
 from tasks.plan.config import RunConfig
 from tasks.plan.hosts import check_worker_host, sessions_of
 from tasks.regress.check import judge_run
-from tasks.regress.confirm import confirm_run, merge_confirmations
+from tasks.regress.duets import REFERENCES_FILE, merge_duets, references_json, run_duets
+from tasks.regress.references import row_inputs
 from tasks.report.page import PublishedRun, render_report
 from tasks.report.trend import build_trend
 from tasks.runtimes import interrupts
+from tasks.runtimes.venvs import files_sha256
 from tasks.serve.launchers import LAUNCHERS
 from tasks.store.migrate import migrate_layout
 from tasks.store.publish import publish_run
+from tasks.store.runtimes import publish_runtime
 from tasks.store.s3 import ConnectionFields, S3Store
 from tasks.validate.expectations import validate_run
 
@@ -173,28 +176,39 @@ def validate_step(started: dict, collected: dict, conversions: list[dict]) -> di
 
 
 def regress_step(started: dict, collected: dict, conversions: list[dict], conn: ConnectionFields) -> dict:
-    """Compare tonight's figures with the history in the store (same cell key, same host, earlier logical dates,
-    exclusions left out); suspected regressions still need `confirm_step`."""
-    config = run_plan(started).config
+    """Each cell's inputs against its reference night's (same cell key, same host, earlier logical dates, exclusions
+    left out) and the control's history; the changed cells' duets still need `duet_step`."""
+    plan = run_plan(started)
     parity_now = [c["parity"] for c in conversions if c and c.get("parity")]
-    return judge_run(result_store(config, conn), started["run"], collected["rows"], parity_now, config)
+    regressions = judge_run(result_store(plan.config, conn), started["run"], collected["rows"], parity_now, plan)
+    keep_references(regressions)
+    return regressions
 
 
-def confirm_step(started: dict, conversions: list[dict], regressions: dict, host: str | None = None,
-                 conn: ConnectionFields | None = None) -> dict:
-    """Re-measure every suspected regression (fresh sessions, with the control cell) before it is published; with
-    `host`, the suspects measured on that host, on it."""
-    store = None
+def keep_references(regressions: dict) -> None:
+    """Record on this host what tonight's references need kept (images, artifacts, runtime snapshots), so that a
+    prune of the cache never removes a live reference (`python -m tasks.cli images prune` reads it)."""
+    path = cache_root() / REFERENCES_FILE
+    try:
+        path.write_text(references_json(regressions))
+    except OSError:
+        pass  # the cache is checked writable at the plan step; a reference kept nowhere is still in the store
+
+
+def duet_step(started: dict, conversions: list[dict], regressions: dict, host: str | None = None,
+              conn: ConnectionFields | None = None) -> dict:
+    """Measure every changed cell beside its reference (a duet), after tonight's A/A duet of the control cell; with
+    `host`, the cells measured on that host, on it. References are fetched through the store."""
+    plan = run_plan(started)
     if host is not None:
         check_worker_host(host)
-        config = run_plan(started).config
-        store = result_store(config, conn) if config.share_artifacts and conn is not None else None
-    return confirm_run(started, conversions, regressions, host=host, store=store)
+    store = result_store(plan.config, conn) if conn is not None else None
+    return run_duets(started, conversions, regressions, host=host, store=store)
 
 
-def merge_confirmed(regressions: dict, confirmed: list[dict | None]) -> dict:
-    """The regression record as published: the per-host confirmations put together (tasks/regress/confirm.py)."""
-    return merge_confirmations(regressions, list(confirmed))
+def merge_duet_parts(regressions: dict, parts: list[dict | None]) -> dict:
+    """The regression record as published: the per-host duets put together (tasks/regress/duets.py)."""
+    return merge_duets(regressions, list(parts))
 
 
 def run_status(collected: dict, validation: dict) -> str:
@@ -249,6 +263,7 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     files["report.html"] = render_report(PublishedRun.from_files(files, identity)).encode()
     for log in sorted((Path(run["run_dir"]) / "logs").glob("*.log")):
         files[f"logs/{log.name}"] = log.read_bytes()
+    keep_runtimes(store, collected["rows"])
     manifest = publish_run(store, run_id=run["run_id"], logical_date=run["logical_date"], files=files, status=status,
                            provenance=provenance)
     rows = collected["rows"]
@@ -265,6 +280,21 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
         "aws_conn_id": config.aws_conn_id, "s3_prefix": config.s3_prefix, "run_id": run["run_id"],
         "logical_date": run["logical_date"],
     }
+
+
+def keep_runtimes(store: S3Store, rows: list[dict]) -> None:
+    """Keep in the store every runtime folder tonight's rows served with (once per content), so a later night can
+    serve this night's inputs again as its reference (tasks/store/runtimes.py)."""
+    seen = set()
+    for row in rows:
+        runtime = (row_inputs(row) or {}).get("runtime") or {}
+        name, sha = runtime.get("name"), runtime.get("files_sha256")
+        if not name or not sha or (name, sha) in seen:
+            continue
+        seen.add((name, sha))
+        folder = DOCKER_DIR / name
+        if folder.is_dir() and files_sha256(folder) == sha:  # only what this checkout still has
+            publish_runtime(store, name, folder, sha)
 
 
 def measuring_hosts(rows: list[dict]) -> dict[str, dict]:
@@ -350,7 +380,7 @@ def run_pipeline(params: dict, *, run_id: str, logical_date: str, conn: Connecti
             measured.append(measure_session(session, converted, started["run"], plan.config))
         collected = collect_results(started, measured)
         validation = validate_step(started, collected, converted)
-        regressions = confirm_step(started, converted, regress_step(started, collected, converted, conn))
+        regressions = duet_step(started, converted, regress_step(started, collected, converted, conn), conn=conn)
         interrupts.check()
         return publish_step(started, collected, converted, validation, conn, regressions), collected["rows"]
     finally:

@@ -104,7 +104,7 @@ def test_two_celery_workers_measure_their_own_hosts_side_by_side(services_presen
     # every measuring task ran in its host's queue and pool, the rest in the default queue
     for task_id, _, _state, queue, pool in tis:
         for h in HOSTS:
-            if task_id in (f"measure_{h}", f"confirm_{h}", f"sweep_{h}", f"sweep_run_{h}"):
+            if task_id in (f"measure_{h}", f"duet_{h}", f"sweep_{h}", f"sweep_run_{h}"):
                 assert (queue, pool) == (f"serving_eval_host_{h}", f"serving_eval_host_{h}"), task_id
         if task_id in ("plan", "convert", "publish"):
             assert queue == "default", task_id

@@ -35,7 +35,7 @@ def test_schedule_and_run_settings(dagbag):
     measure = dag.get_task("measure_local")  # one host, `local`, without SERVING_EVAL_HOSTS: the default queue
     assert measure.pool == "serving_eval_host_local"
     assert measure.max_active_tis_per_dag == 1
-    assert dag.get_task("confirm_local").pool == "serving_eval_host_local"
+    assert dag.get_task("duet_local").pool == "serving_eval_host_local"
     assert measure.queue == dag.get_task("convert").queue
 
 

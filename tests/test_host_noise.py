@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import random
 
-from benchmarks.host_noise import DEFAULT_DATA, lagged_correlation, main, means_of, with_neighbours
-from benchmarks.nights_replay import robust_spread
+from benchmarks.host_noise import DEFAULT_DATA, lagged_correlation, main, means_of, robust_spread, with_neighbours
 
 
 def test_lagged_correlation_reads_how_long_a_spell_lasts():

@@ -1,5 +1,5 @@
 """Measuring hosts (plan/hosts.py): the deployment's hosts, a run's target hosts, the spread of sessions, the DAG's
-per-host tasks, per-host confirmations, and artifacts fetched from the store on a host that did not convert them."""
+per-host tasks, per-host duets, and artifacts fetched from the store on a host that did not convert them."""
 
 from __future__ import annotations
 
@@ -104,34 +104,35 @@ def test_the_dag_has_one_measuring_task_per_host_in_its_queue_and_pool():
     default_queue = tasks["convert"][0]
     for host in ("gpu-a", "cpu-b"):
         queue = pool = f"serving_eval_host_{host}"
-        for name in (f"measure_{host}", f"confirm_{host}", f"sweep_{host}", f"sweep_run_{host}"):
+        for name in (f"measure_{host}", f"duet_{host}", f"sweep_{host}", f"sweep_run_{host}"):
             assert tasks[name][:2] == [queue, pool], name
         assert tasks[f"sweep_{host}"][2] and tasks[f"sweep_run_{host}"][3]  # setup, teardown
         assert f"sessions_{host}" in tasks[f"measure_{host}"][4]
     for name in ("plan", "convert", "collect", "validate", "regressions", "publish", "check"):
         assert tasks[name][0] == default_queue and tasks[name][1] == "default_pool", name
-    assert {"confirm_gpu-a", "confirm_cpu-b"} <= set(tasks["publish"][4])
+    assert {"duet_gpu-a", "duet_cpu-b"} <= set(tasks["publish"][4])
     assert {"measure_gpu-a", "measure_cpu-b"} <= set(tasks["collect"][4])
 
 
-def test_merged_confirmations_take_each_suspect_from_the_host_that_settled_it():
-    from tasks.regress.confirm import merge_confirmations
+def test_merged_duets_take_each_record_from_the_host_that_settled_it():
+    from tasks.regress.duets import merge_duets
 
-    def rec(cell, verdict="regression", outcome="pending"):
-        return {"model": cell, "verdict": verdict, "confirmation": {"outcome": outcome}}
+    def rec(cell, verdict="pending"):
+        return {"model": cell, "kind": "duet", "verdict": verdict}
 
-    regressed = {"regressions": 2, "records": [rec("a"), rec("b"), rec("c", "ok", None)]}
-    part_a = {**regressed, "records": [rec("a", "regression", "confirmed"), rec("b"), rec("c", "ok", None)],
-              "confirmation": {"host": "h1", "suspects": 1, "sessions": [{"round": 0}], "control_rows": [],
-                               "alpha": 0.05}}
-    part_b = {**regressed, "records": [rec("a"), rec("b", "unconfirmed", "not_reproduced"), rec("c", "ok", None)],
-              "confirmation": {"host": "h2", "suspects": 1, "sessions": [{"round": 0}], "control_rows": [],
-                               "alpha": 0.05}}
-    merged = merge_confirmations(regressed, [part_a, part_b])
-    assert [r["verdict"] for r in merged["records"]] == ["regression", "unconfirmed", "ok"]
-    assert merged["confirmation"]["suspects"] == 2
-    assert [h["host"] for h in merged["confirmation"]["hosts"]] == ["h1", "h2"]
-    assert merge_confirmations(regressed, [regressed]) is regressed
+    regressed = {"records": [rec("a"), rec("b"), rec("c"), {"model": "d", "kind": "inputs", "verdict": "no_change"}],
+                 "duets": [{"duet_id": "duet0"}, {"duet_id": "duet1"}], "aa": {"duet_id": "aa.control"}}
+    part_a = {**regressed, "records": [rec("a", "regression"), rec("b"), rec("c"), regressed["records"][3]],
+              "duets": [{"duet_id": "duet0", "measured": {"pairs": []}}, {"duet_id": "duet1"}],
+              "aa": {"duet_id": "aa.control", "measured": {"pairs": []}, "noise": {"throughput_rps": 0.01}}}
+    part_b = {**regressed, "records": [rec("a"), rec("b", "no_change"), rec("c"), regressed["records"][3]],
+              "duets": [{"duet_id": "duet0"}, {"duet_id": "duet1", "measured": {"pairs": []}}]}
+    merged = merge_duets(regressed, [part_a, part_b])
+    assert [r["verdict"] for r in merged["records"]] == ["regression", "no_change", "unconfirmed", "no_change"]
+    assert "no measuring task ran" in merged["records"][2]["reason"]  # pending on every host: said so
+    assert merged["regressions"] == 1 and merged["unconfirmed"] == 1
+    assert [bool(g.get("measured")) for g in merged["duets"]] == [True, True]
+    assert merged["aa"]["noise"] == {"throughput_rps": 0.01}
 
 
 @pytest.mark.integration

@@ -1,5 +1,7 @@
-"""The regression check in the pipeline: the logical-date cut, exclusions through the CLI, and confirmation by
-re-measuring with real servers (a slowed cell confirmed, a one-off blip unconfirmed)."""
+"""The regression check in the pipeline: each cell against its reference night (the logical-date cut, exclusions
+through the CLI), and side by side with real servers: a known slower model is a regression naming the changed
+input, the same model re-exported to a file with another hash is not, an unchanged night spends no measuring time
+on duets beyond the control's A/A pair."""
 
 from __future__ import annotations
 
@@ -11,13 +13,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from benchmarks.regression_nights import hogged_custom_server
 from tasks.core.metadata import collect_host_metadata
 from tasks.core.results import SCHEMA_VERSION, to_frame, to_parquet_bytes
 from tasks.pipeline import run_pipeline
+from tasks.plan.cells import make_plan
 from tasks.plan.config import RunConfig
 from tasks.regress.check import judge_run
-from tasks.serve.servers import SERVERS, register_server
 from tasks.store.publish import publish_run
 from tasks.store.s3 import S3Store
 from tests.dagrun import REPO, fast_conf, load_dag_module, read_json_object, read_run
@@ -32,30 +33,41 @@ def night(i: int) -> str:
     return (DAY + timedelta(days=i)).isoformat()
 
 
-def fake_run(store: S3Store, i: int, throughput_rps: float, run_id: str | None = None, **cell) -> str:
+def inputs(model_sha: str) -> dict:
+    return {"schema": 1, "model": {"sha256": model_sha, "artifact": {}, "spec": {}},
+            "runtime": {"name": "custom", "launcher": "process", "packages": {"onnxruntime": "1.32.0"},
+                        "files_sha256": "f" * 64}, "server": {"version": "custom 1"}, "serving": {"instances": 1},
+            "loadgen": {"version": "1", "sha256": "l" * 64}}
+
+
+def row_of(run_id: str, i: int, throughput_rps: float, model_sha: str = "a" * 64) -> dict:
+    from tasks.measure.inputs import inputs_sha
+
+    host = collect_host_metadata()
+    record = inputs(model_sha)
+    return {**CELL, **{k: host[k] for k in ("cpu_model", "cpu_count", "gpu_name")}, "run_id": run_id,
+            "logical_date": night(i), "schema_version": SCHEMA_VERSION, "status": "ok",
+            "throughput_rps": throughput_rps, "latency_ms_p50": 1000.0 / throughput_rps, "requests": 1000,
+            "errors": 0, "error_rate": 0.0, "cv": 0.02, "windows": 4, "inputs": json.dumps(record),
+            "inputs_sha": inputs_sha(record)}
+
+
+def fake_run(store: S3Store, i: int, throughput_rps: float, run_id: str | None = None, **kw) -> str:
     """Publish a run of one ok row (logical date DAY + i days) without measuring anything."""
     run_id = run_id or f"fake{i:02d}"
-    host = collect_host_metadata()
-    row = {**CELL, **cell, **{k: host[k] for k in ("cpu_model", "cpu_count", "gpu_name")}, "run_id": run_id,
-           "logical_date": night(i), "schema_version": SCHEMA_VERSION, "status": "ok",
-           "throughput_rps": throughput_rps, "latency_ms_p50": 1000.0 / throughput_rps, "requests": 1000, "errors": 0,
-           "error_rate": 0.0, "cv": 0.02, "windows": 4}
-    publish_run(store, run_id=run_id, logical_date=night(i), status="complete", provenance={"host": host},
-                files={"results.parquet": to_parquet_bytes(to_frame([row]))})
+    publish_run(store, run_id=run_id, logical_date=night(i), status="complete",
+                provenance={"host": collect_host_metadata()},
+                files={"results.parquet": to_parquet_bytes(to_frame([row_of(run_id, i, throughput_rps, **kw)]))})
     return run_id
 
 
-def tonight(i: int, throughput_rps: float) -> tuple[dict, list[dict]]:
-    host = collect_host_metadata()
-    run = {"run_id": f"tonight{i}", "logical_date": night(i), "host": host}
-    row = {**CELL, **{k: host[k] for k in ("cpu_model", "cpu_count", "gpu_name")}, "run_id": run["run_id"],
-           "logical_date": night(i), "status": "ok", "throughput_rps": throughput_rps, "requests": 1000, "errors": 0,
-           "error_rate": 0.0, "latency_ms_p50": 1000.0 / throughput_rps, "cv": 0.02, "windows": 4}
-    return run, [row]
+def tonight(i: int, throughput_rps: float, **kw) -> tuple[dict, list[dict]]:
+    run = {"run_id": f"tonight{i}", "logical_date": night(i), "host": collect_host_metadata()}
+    return run, [row_of(run["run_id"], i, throughput_rps, **kw)]
 
 
-def throughput_record(regressions: dict) -> dict:
-    return next(r for r in regressions["records"] if r.get("metric") == "throughput_rps")
+def stack_record(regressions: dict) -> dict:
+    return next(r for r in regressions["records"] if r.get("kind") in ("inputs", "duet") and r["model"] == "mlp")
 
 
 @pytest.fixture()
@@ -63,25 +75,37 @@ def store(embedded_s3, bucket) -> S3Store:
     return S3Store(bucket, "eval", embedded_s3.connection("serving_eval_s3"))
 
 
-def test_only_runs_before_the_logical_date_form_the_baseline(store, bucket):
+def plan_of(bucket: str):
+    return make_plan(RunConfig.from_params(fast_conf(bucket, control_cell="none")))
+
+
+def test_the_reference_is_the_newest_accepted_night_before_the_logical_date(store, bucket):
     for i in range(6):
         fake_run(store, i, 1000.0 + i)
-    fake_run(store, 10, 100.0)  # a later night, far slower: a backfill of night 6 must not see it
-    config = RunConfig.from_params(fast_conf(bucket))
+    fake_run(store, 10, 100.0, model_sha="b" * 64)  # a later night, other inputs: a backfill must not see it
     run, rows = tonight(6, 1000.0)
-    judged = judge_run(store, run, rows, [], config)
-    record = throughput_record(judged)
+    judged = judge_run(store, run, rows, [], plan_of(bucket))
+    record = stack_record(judged)
     assert judged["history_runs"] == 6 and judged["history_before"] == night(6)
-    assert [n["run_id"] for n in record["baseline_nights"]] == [f"fake{i:02d}" for i in range(6)]
-    assert record["verdict"] == "no_change" and 1000 <= record["baseline"] <= 1005
+    assert record["verdict"] == "no_change" and record["reference_run_id"] == "fake05", record
+    assert judged["duets"] == []  # nothing changed: no duet
+    run, rows = tonight(11, 1000.0, model_sha="c" * 64)  # after night 10: a new model file than its reference
+    judged = judge_run(store, run, rows, [], plan_of(bucket))
+    record = stack_record(judged)
+    assert record["verdict"] == "pending" and record["reference_run_id"] == "fake10"
+    assert any("model sha256 bbbbbbbb… → cccccccc…" in c for c in record["changes"]), record["changes"]
+    (duet,) = judged["duets"]
+    assert duet["reference"]["run_id"] == "fake10" and duet["points"] == [{k: CELL[k] for k in
+                                                                           ("batch_size", "mode", "load",
+                                                                            "protocol")}]
     run, rows = tonight(3, 1000.0)  # a backfill of night 3: nights 0-2 only (night 3 itself is not before)
-    assert judge_run(store, run, rows, [], config)["history_runs"] == 3
+    assert judge_run(store, run, rows, [], plan_of(bucket))["history_runs"] == 3
 
 
-def test_a_run_excluded_through_the_cli_leaves_the_baseline(store, bucket, embedded_s3):
-    for i in range(5):
+def test_a_run_excluded_through_the_cli_is_no_reference(store, bucket, embedded_s3):
+    for i in range(3):
         fake_run(store, i, 1000.0)
-    fake_run(store, 5, 400.0, run_id="hog_night")  # the night someone ran a CPU hog next to the server
+    fake_run(store, 3, 400.0, run_id="hog_night", model_sha="h" * 64)  # a night someone should not compare with
     env = {**os.environ, **embedded_s3.airflow_conn_env("serving_eval_s3"), "PYTHONPATH": str(REPO)}
 
     def cli(*args: str) -> subprocess.CompletedProcess:
@@ -92,36 +116,29 @@ def test_a_run_excluded_through_the_cli_leaves_the_baseline(store, bucket, embed
     assert bad.returncode == 2 and "run='no_such_run'" in bad.stderr
     bad = cli("exclude", "hog_night", "--cell", "nope", "--reason", "x")
     assert bad.returncode == 2 and "--cell='nope'" in bad.stderr and CELL_ID in bad.stderr
-    done = cli("exclude", "hog_night", "--cell", CELL_ID, "--reason", "CPU hog on the server's core")
+    done = cli("exclude", "hog_night", "--cell", CELL_ID, "--reason", "a hand-built model file")
     assert done.returncode == 0, done.stderr
     listed = cli("exclusions")
-    assert "hog_night" in listed.stdout and "CPU hog on the server's core" in listed.stdout
-
-    config = RunConfig.from_params(fast_conf(bucket))
-    run, rows = tonight(6, 1000.0)
-    judged = judge_run(store, run, rows, [], config)
-    record = throughput_record(judged)
-    assert "hog_night" not in [n["run_id"] for n in record["baseline_nights"]]
-    assert record["baseline"] == pytest.approx(1000.0) and record["verdict"] == "no_change"
-    assert [e["reason"] for e in judged["exclusions"]] == ["CPU hog on the server's core"]
-
+    assert "hog_night" in listed.stdout and "a hand-built model file" in listed.stdout
+    run, rows = tonight(4, 1000.0)
+    judged = judge_run(store, run, rows, [], plan_of(bucket))
+    record = stack_record(judged)
+    assert record["reference_run_id"] == "fake02" and record["verdict"] == "no_change"
+    assert [e["reason"] for e in judged["exclusions"]] == ["a hand-built model file"]
     exclusion_id = listed.stdout.split()[0]
     assert cli("include", exclusion_id).returncode == 0
-    record = throughput_record(judge_run(store, run, rows, [], config))
-    assert "hog_night" in [n["run_id"] for n in record["baseline_nights"]]
+    record = stack_record(judge_run(store, run, rows, [], plan_of(bucket)))
+    assert record["reference_run_id"] == "hog_night" and record["verdict"] == "pending"
 
 
-def test_the_dag_confirms_in_the_host_pool_between_regressions_and_publish():
+def test_the_dag_runs_the_duets_in_the_host_pool_between_regressions_and_publish():
     dag = load_dag_module().serving_eval_dag
-    confirm = dag.get_task("confirm_local")  # one per measuring host (tasks/plan/hosts.py); `local` by default
-    assert confirm.pool == "serving_eval_host_local"
-    assert "regressions" in confirm.upstream_task_ids and "publish" in confirm.downstream_task_ids
-    # empty in the form (the suite's value, else the default: the MLP on the custom service, confirmation on)
-    assert dag.params["control_cell"] is None and dag.params["confirm_regressions"] is None
-    from tasks.plan.config import RunConfig
-
+    duet = dag.get_task("duet_local")  # one per measuring host (tasks/plan/hosts.py); `local` by default
+    assert duet.pool == "serving_eval_host_local"
+    assert "regressions" in duet.upstream_task_ids and "publish" in duet.downstream_task_ids
+    assert dag.params["duets"] is None  # empty in the form: the suite's value, else the default (on)
     scheduled = RunConfig.from_params({k: dag.params[k] for k in dag.params})
-    assert scheduled.control_cell == "mlp/onnx/custom" and scheduled.confirm_regressions is True
+    assert scheduled.control_cell == "mlp/onnx/custom" and scheduled.duets is True
 
 
 # --- real servers -------------------------------------------------------------------------------------------
@@ -142,65 +159,90 @@ def test_cli_run_with_a_logical_date_is_a_backfill(embedded_s3, bucket, store):
     assert read_run(store)[0]["run_id"] == "fake30"  # a backfill never moves latest.json back
 
 
+DUET_SPEC = """name: duet-mlp
+source:
+  framework: torch
+  builder: models.builders.torch_models:build_mlp
+  seed: {seed}
+  args: {{in_features: 64, hidden: {hidden}, out_features: 10}}
+inputs:
+  - {{name: input, dtype: float32, shape: [-1, 64], generator: normal}}
+outputs:
+  - {{name: output, dtype: float32, shape: [-1, 10]}}
+parity: {{atol: 1.0e-4, rtol: 1.0e-3, batch_sizes: [1, 4]}}
+"""
+
+
 @pytest.fixture(scope="module")
-def hogged_history(embedded_s3):
-    """Three real nights of the MLP (ONNX: the control; TorchScript: the stack under test) on the custom
-    service, whose class can put a busy thread into the TorchScript server for its next N starts."""
-    embedded_s3.create_bucket("confirm-history")
-    original = SERVERS["custom"]
-    server_cls = register_server(hogged_custom_server())
-    conf = fast_conf("confirm-history", formats=["onnx", "torchscript"], concurrencies=[1],
-                     confirm_max_neighbour_pct=100)  # the development machine is shared: gate off here
+def duet_nights(embedded_s3, tmp_path_factory):
+    """A store with one real night of a model `duet-mlp` (the MLP, hidden 256, seed 0) on the custom service, and a
+    way to run the next night with the model file as the test writes it."""
+    bucket = "duet-nights"
+    embedded_s3.create_bucket(bucket)
+    specs = tmp_path_factory.mktemp("duet-specs")
     conn = embedded_s3.connection("serving_eval_s3")
+    conf = fast_conf(bucket, models=["duet-mlp"], concurrencies=[2], duration_s=1.0, warmup_s=0.3, window_s=0.25,
+                     control_cell="duet-mlp/onnx/custom", duet_min_pairs=3, duet_max_pairs=4,
+                     fail_on_cell_failure=False)
+    old = os.environ.get("SERVING_EVAL_MODELS")
+    os.environ["SERVING_EVAL_MODELS"] = str(specs)
+    store = S3Store(bucket, "eval", conn)
+
+    def run_night(i: int, hidden: int, seed: int) -> tuple[dict, dict]:
+        (specs / "duet-mlp.yaml").write_text(DUET_SPEC.format(seed=seed, hidden=hidden))
+        summary, _ = run_pipeline(conf, run_id=f"duet-night{i}", logical_date=night(i), conn=conn)
+        manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/")
+                        if f"run=duet-night{i}/manifest" in k)
+        return summary, read_json_object(store, manifest, "regressions.json")
+
     try:
-        for i in range(4):
-            run_pipeline(conf, run_id=f"history{i}", logical_date=night(i), conn=conn)
-        yield server_cls, conf, conn
+        run_night(0, 256, 0)
+        yield run_night
     finally:
-        SERVERS["custom"] = original
+        if old is None:
+            os.environ.pop("SERVING_EVAL_MODELS", None)
+        else:
+            os.environ["SERVING_EVAL_MODELS"] = old
 
 
-def _torchscript(regressions: dict, metric: str = "throughput_rps") -> dict:
-    return next(r for r in regressions["records"] if r.get("format") == "torchscript" and r["metric"] == metric)
-
-
-@pytest.mark.integration
-def test_a_stack_slowed_tonight_and_when_re_measured_is_a_confirmed_regression(hogged_history, embedded_s3):
-    server_cls, conf, conn = hogged_history
-    server_cls.duty_by_format, server_cls.starts_left = {"torchscript": 1.0}, {}  # every start is slowed
-    summary, _ = run_pipeline(conf, run_id="slowed", logical_date=night(10), conn=conn)
-    store = S3Store("confirm-history", "eval", conn)
-    manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/") if "run=slowed/manifest" in k)
-    regressions = read_json_object(store, manifest, "regressions.json")
-    record = _torchscript(regressions)
-    assert record["verdict"] == "regression", json.dumps(record, indent=1, default=str)[:3000]
-    confirmation = record["confirmation"]
-    assert confirmation["outcome"] == "confirmed" and confirmation["change_pct"] < -30
-    assert record["change_pct"] < -30 and record["history_n"] >= 3
-    sessions = regressions["confirmation"]["sessions"]  # the control before and after the slowed stack's session
-    at = next(i for i, s in enumerate(sessions) if s["role"] == "suspect" and ".torchscript." in s["session_id"])
-    assert sessions[at - 1]["role"] == sessions[at + 1]["role"] == "control"
-    assert regressions["control"]["measured"] and "throughput_rps" in regressions["control"]["drift"]
-    assert any(r["metric"] == "throughput_rps" and r["format"] == "torchscript" for r in summary["regressions"])
-    assert any(o["name"].startswith("logs/confirm") for o in manifest["objects"])  # the re-measurement's logs
+def _stack(regressions: dict, metric: str) -> dict:
+    return next(r for r in regressions["records"] if r.get("kind") in ("duet", "inputs")
+                and r["metric"] in (metric, "inputs"))
 
 
 @pytest.mark.integration
-def test_a_one_off_blip_that_a_re_measurement_does_not_reproduce_is_unconfirmed(hogged_history):
-    server_cls, conf, conn = hogged_history
-    server_cls.duty_by_format, server_cls.starts_left = {"torchscript": 1.0}, {"torchscript": 1}  # tonight only
-    # The busy-host gate on (its default): on a shared machine a re-measurement during other work may itself be
-    # slow, and then it is no evidence (host_busy); on a quiet one it is simply not slow (not_reproduced); on a
-    # host that slowed down meanwhile without visible neighbours (a VM's noisy host), the control moved too and the
-    # stack's own part is not beyond it (host_drift).
-    conf = {**conf, "confirm_max_neighbour_pct": 25.0}
-    summary, _ = run_pipeline(conf, run_id="blip", logical_date=night(10), conn=conn)
-    store = S3Store("confirm-history", "eval", conn)
-    manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/") if "run=blip/manifest" in k)
-    regressions = read_json_object(store, manifest, "regressions.json")
-    record = _torchscript(regressions)
-    assert record["verdict"] == "unconfirmed", json.dumps(record, indent=1, default=str)[:3000]
-    assert record["confirmation"]["outcome"] in ("not_reproduced", "host_busy", "host_drift")
-    assert record["confirmation"]["reason"]
-    assert record["change_pct"] < -30  # what the night measured, published next to why it is not an alarm
-    assert not any(r["format"] == "torchscript" and r["metric"] == "throughput_rps" for r in summary["regressions"])
+def test_an_unchanged_night_spends_no_time_on_duets_but_the_control_aa(duet_nights):
+    summary, regressions = duet_nights(1, 256, 0)
+    record = _stack(regressions, "throughput_rps")
+    assert record["kind"] == "inputs" and record["verdict"] == "no_change", record
+    assert "nothing the stack depends on changed since duet-night0" in record["reason"]
+    assert regressions["duets"] == [] and summary["regressions"] == []
+    aa = regressions["aa"]  # the control's A/A pair: tonight's inputs on both sides, its noise published
+    assert len(aa["measured"]["pairs"]) == 4 and not aa["measured"]["error"], aa["measured"]
+    assert set(aa["noise"]) >= {"throughput_rps", "server_cpu_us_per_request"}
+
+
+@pytest.mark.integration
+def test_the_same_model_in_a_file_with_another_hash_is_no_regression(duet_nights):
+    summary, regressions = duet_nights(2, 256, 7)  # other seed: other weights, other bytes, the same compute
+    (group,) = regressions["duets"]
+    assert any("duet-mlp: model sha256" in c for c in group["changes"]), group["changes"]
+    assert not group["measured"]["error"], group["measured"]["error"]
+    records = [r for r in regressions["records"] if r.get("kind") == "duet"]
+    assert {r["metric"] for r in records} == {"server_cpu_us_per_request", "throughput_rps", "latency_ms_p50",
+                                              "latency_ms_p99"}
+    assert all(r["verdict"] in ("no_change", "improvement") for r in records), [
+        (r["metric"], r["verdict"], r.get("ratio")) for r in records]
+    assert summary["regressions"] == []
+
+
+@pytest.mark.integration
+def test_a_known_slower_model_is_a_regression_naming_the_changed_input(duet_nights):
+    summary, regressions = duet_nights(3, 2048, 0)  # a model 60 times the compute, the same inputs and outputs
+    records = {r["metric"]: r for r in regressions["records"] if r.get("kind") == "duet"}
+    cpu = records["server_cpu_us_per_request"]
+    assert cpu["verdict"] == "regression" and cpu["ratio"] > 1.2, cpu
+    assert records["throughput_rps"]["verdict"] == "regression", records["throughput_rps"]
+    assert any("duet-mlp: model sha256" in c for c in cpu["changes"]) and cpu["reference_run_id"] == "duet-night2"
+    assert cpu["duet"]["pairs"] >= 3 and cpu["duet"]["thresholds"]["min_effect_pct"] > 0
+    assert any(r["metric"] == "server_cpu_us_per_request" for r in summary["regressions"])

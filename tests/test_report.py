@@ -142,12 +142,20 @@ def test_change_section_shows_previous_run_changes_regressions_and_trend():
              "nights": [{"run_id": "r1", "logical_date": "2026-11-28T02:00:00", **night},
                         {"run_id": "r2", "logical_date": "2026-11-29T02:00:00", **night}]}
     regression = {"model": "mlp", "format": "onnx", "server": "triton", "load": 4.0, "metric": "throughput_rps",
-                  "unit": "req/s", "baseline": 3000.0, "current": 2500.0, "change_pct": -16.7, "method": "noise_band",
-                  "history_n": 5, "verdict": "regression"}
-    page = render_report(_published(rows, trend, regressions_json={"records": [regression]}))
+                  "kind": "duet", "unit": "req/s", "ratio": 0.84, "ratio_ci": [0.81, 0.87], "change_pct": -16.0,
+                  "min_effect_pct": 2.5, "duet": {"pairs": 3}, "verdict": "regression", "reference_run_id": "r1",
+                  "changes": ["triton: onnxruntime 1.31.0 → 1.32.0"]}
+    unchanged = {"model": "mlp", "format": "onnx", "server": "custom", "load": 4.0, "kind": "inputs",
+                 "metric": "inputs", "verdict": "no_change"}
+    aa = {"noise": {"throughput_rps": 0.011}, "measured": {"pairs": [{}, {}, {}, {}]}}
+    page = render_report(_published(rows, trend, regressions_json={"records": [regression, unchanged], "aa": aa,
+                                                                   "duets": [{}]}))
     assert "Previous comparable run: <code>r1</code>" in page
     assert "1 of 2 cells changed beyond noise" in page and "class='worse'" in page
-    assert "Regressions against the history (1)" in page and "3,000 req/s" in page and "noise_band" in page
+    assert "Regressions, measured side by side (1)" in page and "×0.840" in page
+    assert "triton: onnxruntime 1.31.0 → 1.32.0 (r1)" in page
+    assert "1 cell(s) ran with the same inputs as their reference night" in page
+    assert "throughput_rps 1.1 %" in page  # tonight's A/A duet: the noise floor
     assert _series_of(page, "trend-throughput_rps") == ["mlp"] and _series_of(page, "trend-latency_ms_p99") == ["mlp"]
 
 

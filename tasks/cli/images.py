@@ -8,12 +8,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import secrets
 import sys
 import time
 from pathlib import Path
 
-from tasks.core.paths import DOCKER_DIR
+from tasks.core.paths import DOCKER_DIR, cache_root
+from tasks.regress.duets import REFERENCES_FILE
 from tasks.runtimes.images import (
     BUILDER,
     DEPLOYMENT_IMAGES,
@@ -42,7 +44,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_prune(args: argparse.Namespace) -> int:
     client = docker_client()
     keep = {image_tag(r, client, log=lambda _: None)[0] for r in (BUILDER, *SERVING_RUNTIMES, *DEPLOYMENT_IMAGES)}
-    remove_stale(client, keep | {base_tag()})
+    references = cache_root() / REFERENCES_FILE  # what the last regression check's references run on
+    live = json.loads(references.read_text()).get("images", []) if references.is_file() else []
+    remove_stale(client, keep | {base_tag()}, keep_ids=set(live))
     return 0
 
 

@@ -45,25 +45,28 @@ class Metric:
     drift: bool = False  # the control's drift is reported in it
     window_spread: bool = False  # its within-run spread is the windows' throughput CV (closed loop: latency ~ 1/rate)
     same_figure_as: str | None = None  # the same figure in another unit: one hypothesis, not two, in a night's tests
+    duet: bool = False  # a duet's verdict is on its pairs' ratios of it (tasks/regress/duet.py)
 
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("throughput_rps", "req/s", HIGHER, "Throughput", prior_noise=0.05, judged=True, compared=True,
-           reported=True, drift=True, window_spread=True),
+           reported=True, drift=True, window_spread=True, duet=True),
     Metric("throughput_sps", "samples/s", HIGHER, "Samples per second", prior_noise=0.05, judged=True,
            window_spread=True, same_figure_as="throughput_rps"),  # requests/s times the batch size
     Metric("latency_ms_mean", "ms", LOWER, "Latency mean", prior_noise=0.05, judged=True, window_spread=True),
     Metric("latency_ms_p50", "ms", LOWER, "Latency p50", prior_noise=0.04, judged=True, compared=True, reported=True,
-           drift=True, window_spread=True),
+           drift=True, window_spread=True, duet=True),
     Metric("latency_ms_p90", "ms", LOWER, "Latency p90", prior_noise=0.06, judged=True, window_spread=True),
     Metric("latency_ms_p95", "ms", LOWER, "Latency p95", prior_noise=0.08, judged=True, window_spread=True),
     Metric("latency_ms_p99", "ms", LOWER, "Latency p99", prior_noise=0.12, judged=True, compared=True, reported=True,
-           drift=True, window_spread=True),
+           drift=True, window_spread=True, duet=True),
     Metric("latency_ms_p999", "ms", LOWER, "Latency p99.9", min_effect=0.10, prior_noise=0.20, judged=True,
            window_spread=True),
     Metric("error_rate", "ratio", LOWER, "Error rate", judged=True, reported=True),
     Metric("server_cpu_pct", "%", LOWER, "Server CPU", reported=True),
     Metric("server_rss_mb", "MiB", LOWER, "Server memory", reported=True),
+    # the server's CPU time per request: what a duet judges first (it passes through host noise least)
+    Metric("server_cpu_us_per_request", "µs", LOWER, "Server CPU per request", reported=True, duet=True),
     Metric("startup_s", "s", LOWER, "Start-up time", min_effect=0.20, min_abs_change=0.15, prior_noise=0.15,
            judged=True, reported=True),
     # derived in the report: throughput_rps / (server_cpu_pct / 100), the requests one busy core serves
@@ -75,5 +78,6 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 
 
 def metrics_where(flag: str) -> tuple[str, ...]:
-    """The names of the metrics with `flag` set (judged, compared, reported, drift, window_spread), in table order."""
+    """The names of the metrics with `flag` set (judged, compared, reported, drift, window_spread, duet), in table
+    order."""
     return tuple(name for name, metric in METRICS.items() if getattr(metric, flag))

@@ -13,7 +13,7 @@ from typing import Any
 
 from tasks.core.metrics import METRICS
 
-SCHEMA_VERSION = "1.4"  # what each version changed: SCHEMA_CHANGES
+SCHEMA_VERSION = "1.5"  # what each version changed: SCHEMA_CHANGES
 STATUSES = ("ok", "failed", "skipped")
 CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id")
 SESSION_KEY = CELL_KEY[:5]  # model, format, server, launcher, device: what one server session serves and where
@@ -111,6 +111,11 @@ CONTRACT: tuple[Column, ...] = (
         _col("server_cpus", STRING, "the CPUs the server was given (a count or a CPU set), as applied", since="1.3"),
         _col("server_memory", STRING, "the server's memory limit as applied (e.g. `4g`), or null when none",
              since="1.3"),
+        _col("inputs", STRING, "what the row's stack was served with, as JSON (tasks/measure/inputs.py): the "
+                               "artifact and spec, the runtime (its venv's packages and files, or its image), the "
+                               "server's version, the serving options, the load generator", since="1.5"),
+        _col("inputs_sha", STRING, "SHA-256 of the stack's part of `inputs` (the load generator left out): equal "
+                                   "hashes on two nights, nothing a stack depends on changed", since="1.5"),
     ),
     *_columns(
         "Host",
@@ -172,6 +177,8 @@ CONTRACT: tuple[Column, ...] = (
         _metric("server_cpu_pct", "the server's mean CPU use over the load point, summed over its process tree or "
                                   "container (100 = one core)"),
         _metric("server_rss_mb", "the server's peak resident memory over the load point"),
+        _metric("server_cpu_us_per_request", "the server's CPU time per request: server_cpu_pct / 100 / "
+                                             "throughput_rps", since="1.5"),
         _col("gpu_util_pct", FLOAT, "mean GPU utilisation over the load point, or null without a GPU", "%"),
         _col("gpu_mem_mb", FLOAT, "GPU memory in use, or null without a GPU", "MiB"),
         _col("gpu_power_w", FLOAT, "GPU power draw, or null without a GPU", "W"),
@@ -216,6 +223,8 @@ SCHEMA_CHANGES = {
     "1.4": "no column added; run folders are `runs/dt=<date>/run=<safe id>/` (no partition key repeats a column: "
            "`run_id` keeps the real id) and every column has one Arrow type in every file, written from this "
            "contract (strings `string`, never `large_string`; integers `int64`, also when all are null)",
+    "1.5": "the inputs of each cell and their hash (what the regression duet compares), the server's CPU time per "
+           "request",
 }
 
 

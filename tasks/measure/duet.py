@@ -63,7 +63,7 @@ class DuetSettings:
     duet_id: str
     log_dir: Path
     launcher: Launcher
-    load: LoadSettings
+    loads: tuple[LoadSettings, ...]  # the load points of the cells the duet compares, each its own pairs
     server_cpus: tuple[int, ...] = ()
     generator_cpus: tuple[int, ...] = ()
     memory: str | None = None
@@ -75,12 +75,13 @@ class DuetSettings:
 
 @dataclass
 class DuetPair:
-    index: int
+    load: int  # which of the settings' load points
+    index: int  # the pair's number at that load point
     first: str  # the label of the side whose generator started first
     sides: dict[str, dict]  # label -> that side's figures (PAIR_FIGURES)
 
     def to_dict(self) -> dict:
-        return {"index": self.index, "first": self.first, "sides": self.sides}
+        return {"load": self.load, "index": self.index, "first": self.first, "sides": self.sides}
 
 
 @dataclass
@@ -109,11 +110,11 @@ def _figures(measurement, sampler) -> dict:
             "generator_cpu_pct": measurement.generator_cpu_pct, "server_cpu_pct": cpu_pct}
 
 
-def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, workdir: Path, rendezvous: StartRendezvous,
-                out: dict, errors: dict) -> None:
+def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, load: LoadSettings, workdir: Path,
+                rendezvous: StartRendezvous, out: dict, errors: dict) -> None:
     try:
         with sampler_for(live.handle) as sampler:
-            measurement, _ = run_load_point(live.endpoint, side.spec, settings.load, workdir,
+            measurement, _ = run_load_point(live.endpoint, side.spec, load, workdir,
                                             cpus=settings.generator_cpus, agree_start=rendezvous.agree)
         out[side.label] = _figures(measurement, sampler)
     except BaseException as exc:  # noqa: BLE001 - reported by the caller; the other side's rendezvous breaks too
@@ -121,20 +122,21 @@ def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, workdi
         rendezvous.abort()
 
 
-def run_pair(index: int, sides: list[DuetSide], lives: dict[str, LiveServer], settings: DuetSettings,
-             scratch: Path) -> tuple[DuetPair | None, str | None]:
+def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str, LiveServer],
+             settings: DuetSettings, scratch: Path) -> tuple[DuetPair | None, str | None]:
     """One simultaneous load point of both sides (the first of `sides` starts its generator first)."""
+    load = settings.loads[load_index]
     rendezvous = StartRendezvous(len(sides))
     out: dict[str, dict] = {}
     errors: dict[str, str] = {}
     threads = []
     for side in sides:
         workdir = Path(tempfile.mkdtemp(prefix=f"duet-{side.label}-", dir=scratch))
-        thread = threading.Thread(target=_load_point, args=(side, lives[side.label], settings, workdir, rendezvous,
-                                                            out, errors), daemon=True)
+        thread = threading.Thread(target=_load_point, args=(side, lives[side.label], settings, load, workdir,
+                                                            rendezvous, out, errors), daemon=True)
         thread.start()
         threads.append(thread)
-    limit_s = settings.load.warmup_s + settings.load.duration_s + settings.load.request_timeout_s + 120.0
+    limit_s = load.warmup_s + load.duration_s + load.request_timeout_s + 120.0
     deadline = time.monotonic() + limit_s
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
@@ -147,12 +149,13 @@ def run_pair(index: int, sides: list[DuetSide], lives: dict[str, LiveServer], se
         if not health.alive:
             return None, (f"pair {index}: the {side.label} server {side.server.name} died or hung "
                           f"(exit {health.exit_code}); log tail:\n{health.log_tail[-1500:]}")
-    return DuetPair(index, sides[0].label, out), None
+    return DuetPair(load_index, index, sides[0].label, out), None
 
 
 def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSettings,
-                 decided: Callable[[list[DuetPair]], bool] | None = None) -> DuetResult:
-    """Both sides served at once on the same CPUs; pairs of simultaneous load points until decided or the budget."""
+                 decided: Callable[[int, list[DuetPair]], bool] | None = None) -> DuetResult:
+    """Both sides served at once on the same CPUs; at each load point, pairs of simultaneous load points until
+    `decided(load index, that load's pairs)` or the budget."""
     result = DuetResult(timelines={s.label: {} for s in (reference, candidate)})
     sides = [reference, candidate]
     scratch = Path(tempfile.mkdtemp(prefix="duet-", dir=settings.log_dir.parent))
@@ -176,18 +179,23 @@ def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSetting
                     result.error = (f"the {side.label} server {side.server.name} served outputs that differ from "
                                     f"the reference: {check.detail}")
                     return result
-            for index in range(settings.max_pairs):
-                order = sides if index % 2 == 0 else sides[::-1]
-                pair, error = run_pair(index, order, lives, settings, scratch)
-                if error:
-                    result.error = error
-                    return result
-                result.pairs.append(pair)
-                if len(result.pairs) >= settings.min_pairs and decided is not None and decided(result.pairs):
-                    result.stop_reason = f"decided after {len(result.pairs)} pairs"
-                    break
-            else:
-                result.stop_reason = f"the budget of {settings.max_pairs} pairs"
+            stops = []
+            for load_index in range(len(settings.loads)):
+                mine: list[DuetPair] = []
+                for index in range(settings.max_pairs):
+                    order = sides if index % 2 == 0 else sides[::-1]
+                    pair, error = run_pair(load_index, index, order, lives, settings, scratch)
+                    if error:
+                        result.error = error
+                        return result
+                    mine.append(pair)
+                    result.pairs.append(pair)
+                    if len(mine) >= settings.min_pairs and decided is not None and decided(load_index, mine):
+                        stops.append(f"load {load_index}: decided after {len(mine)} pairs")
+                        break
+                else:
+                    stops.append(f"load {load_index}: the budget of {settings.max_pairs} pairs")
+            result.stop_reason = "; ".join(stops)
     except Exception as exc:  # noqa: BLE001 - a side that does not start: the duet says why, the run goes on
         result.error = f"{type(exc).__name__}: {exc}"[:4000]
     finally:

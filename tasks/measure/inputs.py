@@ -29,27 +29,16 @@ from tasks.convert.artifact import Artifact
 from tasks.core.metadata import PIPELINE_VERSION
 from tasks.core.paths import DOCKER_DIR, REPO_ROOT
 from tasks.core.spec import ModelSpec
-from tasks.runtimes.venvs import ensure_runtime, runtime_packages
+from tasks.runtimes.venvs import ensure_runtime, files_sha256, runtime_packages
 from tasks.serve.options import ServingOptions
 
 INPUTS_SCHEMA = 1
-SKIP_FILES = ("README.md",)
 STACK_PARTS = ("model", "runtime", "server", "serving")  # what inputs_sha covers; `loadgen` is reported apart
 OPTION_FIELDS = tuple(f.name for f in fields(ServingOptions) if f.name != "runtime_dir")
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def files_sha256(folder: Path, suffixes: tuple[str, ...] = ()) -> str:
-    """One hash of a folder's files (relative names and bytes), __pycache__ and READMEs left out."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        if "__pycache__" in path.parts or path.name in SKIP_FILES or (suffixes and path.suffix not in suffixes):
-            continue
-        digest.update(f"{path.relative_to(folder).as_posix()}\0{_sha(path.read_bytes())}\n".encode())
-    return digest.hexdigest()
 
 
 @lru_cache(maxsize=1)

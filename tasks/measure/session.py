@@ -13,7 +13,7 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tasks.convert import Artifact, local_artifact
@@ -28,6 +28,7 @@ from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
 from tasks.measure.engine_speed import engine_speed
+from tasks.measure.inputs import cell_inputs, inputs_sha, runtime_fingerprint, serving_fingerprint
 from tasks.measure.served_check import ServedCheck, check_served_outputs
 from tasks.plan.cells import SWEEP_MODES, Cell, Session
 from tasks.plan.config import RunConfig
@@ -234,6 +235,13 @@ class ServerLife:
     live: LiveServer
     served: dict
     timeline: dict
+    inputs: dict = field(default_factory=dict)  # what this life serves with (tasks/measure/inputs.py), per protocol
+
+
+def stack_inputs(ctx: SessionContext, server, options: ServingOptions, live: LiveServer) -> dict:
+    """The inputs of this server life's rows, before the protocol of each cell is added."""
+    runtime = runtime_fingerprint(server.runtime, ctx.config.launcher, options, live.runtime_image)
+    return cell_inputs(ctx.artifact, ctx.spec, runtime, live.server_version, serving_fingerprint(options, None))
 
 
 def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict) -> dict:
@@ -260,7 +268,7 @@ def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict)
         launcher = get_launcher(config.launcher)
         with host_lock(run["run_id"], session_id), \
                 server_session(server, ctx.artifact, ctx.spec, launcher, settings, timeline=timeline) as live:
-            life = ServerLife(live, served, timeline)
+            life = ServerLife(live, served, timeline, stack_inputs(ctx, server, options, live))
             check = _check_served(ctx, live, timeline)
             for cell in cells:
                 if not check.passed:
@@ -406,6 +414,9 @@ def _measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[d
     row = base_row(run, cell)
     row.update(life.served, server_version=live.server_version, startup_s=live.startup_s,
                runtime_image=live.runtime_image, runtime_image_kind=live.runtime_image_kind, restarts=live.restarts)
+    if life.inputs:
+        inputs = {**life.inputs, "serving": {**life.inputs["serving"], "protocol": cell.protocol}}
+        row.update(inputs=json.dumps(inputs, sort_keys=True), inputs_sha=inputs_sha(inputs))
     events = life.timeline["cells"].setdefault(cell.cell_id, {})
     events["load_begin"] = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="load-", dir=run["run_dir"]))  # removed with the run's folder too
@@ -421,6 +432,8 @@ def _measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[d
         row.update({k: data[k] for k in MEASUREMENT_COLUMNS})
         row["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)
         row.update(sampler.summary().to_dict())
+        if row.get("server_cpu_pct") is not None and row.get("throughput_rps"):
+            row["server_cpu_us_per_request"] = row["server_cpu_pct"] / 100.0 / row["throughput_rps"] * 1e6
     except Exception as exc:  # noqa: BLE001 - this cell fails; the session goes on
         load_error = f"{type(exc).__name__}: {exc}"
     finally:

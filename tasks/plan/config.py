@@ -31,6 +31,7 @@ PROTOCOLS = ("default", "grpc")  # default: the server's REST protocol; grpc: it
 MAX_BATCH_SIZE = 1024
 MAX_READY_TIMEOUT_S = 1800
 MAX_TUNE_BUDGET_S = 86400.0
+MAX_DUET_PAIRS = 40
 
 
 def param_names() -> list[str]:
@@ -111,8 +112,9 @@ class RunConfig:
     fail_on_cell_failure: bool = True
     fail_on_regression: bool = False
     control_cell: str | None = "mlp/onnx/custom"  # model/format/server measured every night (tasks/plan/control.py)
-    confirm_regressions: bool = True  # re-measure suspected regressions before publishing (tasks/regress/confirm.py)
-    confirm_max_neighbour_pct: float = 25.0  # above this much CPU used by other work, a re-measurement is no evidence
+    duets: bool = True  # measure each cell whose inputs changed beside its reference's (tasks/regress/duets.py)
+    duet_min_pairs: int = 3  # a duet's first pairs at each of its load points, before it may stop as decided
+    duet_max_pairs: int = 6  # ... and the most pairs it measures while still undecided
     hosts: tuple[str, ...] | None = None  # the run's measuring hosts (plan/hosts.py); None: every deployed one
 
     @classmethod
@@ -203,9 +205,11 @@ class RunConfig:
         one_of("s3_sse", SSE_MODES, many=False)
         if self.s3_sse == "aws:kms" and not self.s3_kms_key_id:
             raise ConfigError("s3_kms_key_id", self.s3_kms_key_id, "must name a KMS key when s3_sse is 'aws:kms'")
-        neighbour = self.confirm_max_neighbour_pct
-        if not (isinstance(neighbour, (int, float)) and 0 <= neighbour <= 100):
-            raise ConfigError("confirm_max_neighbour_pct", self.confirm_max_neighbour_pct, "must be from 0 to 100 (%)")
+        if not (isinstance(self.duet_min_pairs, int) and 2 <= self.duet_min_pairs <= MAX_DUET_PAIRS):
+            raise ConfigError("duet_min_pairs", self.duet_min_pairs, f"must be an integer from 2 to {MAX_DUET_PAIRS}")
+        if not (isinstance(self.duet_max_pairs, int) and self.duet_min_pairs <= self.duet_max_pairs <= MAX_DUET_PAIRS):
+            raise ConfigError("duet_max_pairs", self.duet_max_pairs,
+                              f"must be an integer from duet_min_pairs ({self.duet_min_pairs}) to {MAX_DUET_PAIRS}")
         if self.control_cell is not None:
             model, fmt, server = parse_control(self.control_cell)
             for name, value, allowed in (("model", model, model_names()), ("format", fmt, FORMATS),

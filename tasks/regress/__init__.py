@@ -1,16 +1,18 @@
 """The regression check: did anything get slower or less accurate, and is it the stack or the host?
 
-    check.py        one run judged: its history read from the store, the hygiene rules applied
-    detect.py       regression detection per cell key, host and metric, with one false-alarm budget a night
+    check.py        one run judged: each cell against its reference night, the control's history, parity
+    references.py   a cell's reference (its newest accepted earlier night) and what changed since
+    duets.py        the night's duets: changed cells measured beside their reference, per host; the A/A duet
+    duet.py         judging a duet's pairs: ratios, the paired test, the minimum effect in duet units
+    detect.py       history detection per cell key, host and metric (the environment, on the control cell)
     noise.py        how much a metric moves from night to night when nothing changed
-    confirm.py      suspects re-measured beside the control before they are published
     compare.py      whether a difference is beyond the noise; two runs side by side
     annotations.py  runs (or cells) excluded from baselines, with a reason
 """
 
 from tasks.core.faces import lazy_exports
 
-EXPORTS = {"judge_run": "check", "detect_regressions": "detect", "confirm_run": "confirm",
-           "compare_rows": "compare", "add_exclusion": "annotations"}
+EXPORTS = {"judge_run": "check", "detect_regressions": "detect", "run_duets": "duets", "judge_pairs": "duet",
+           "find_references": "references", "compare_rows": "compare", "add_exclusion": "annotations"}
 __all__ = sorted(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -1,50 +1,118 @@
-"""The regression check of one run: its history read from the store with the hygiene rules applied, judged
-by `tasks.regress.detect`, with the control cell's drift.
+"""The regression check of one run: did a stack get slower, judged side by side, and did the host move, judged on
+the control cell's history.
 
-History hygiene: only runs strictly before the run's logical date (so a backfill never sees later nights),
-at most HISTORY_MAX_RUNS of them, less every run or cell excluded by an annotation (`tasks.regress.annotations`);
-the earlier runs' own verdicts (their regressions.json) tell which nights are held out of baselines until
-a regression persists.
+Per ok cell tonight (tasks/regress/references.py): its reference is its newest earlier accepted night on the same
+comparison key and host. Nothing the stack depends on changed since: `no_change`, recorded once for the cell (a
+stack cannot regress without a change; only the host can). An input changed: one `pending` record per duet metric,
+settled by the night's duets (tasks/regress/duets.py) on the host that measured the cell. First night: no_history.
+
+The history comparison stays for what a duet cannot see, the environment (kernel, host, driver, noisy neighbours):
+the control cell's figures against its own baseline nights (tasks/regress/detect.py, Holm at ALPHA_NIGHT), each
+record of `kind` `environment` with the verdict `environment` when the control moved beyond its noise, never a
+stack's regression. Parity (deterministic) is compared with history as before.
+
+History hygiene: only runs strictly before the run's logical date (so a backfill never sees later nights), at most
+HISTORY_MAX_RUNS of them, less every run or cell excluded by an annotation (`tasks.regress.annotations`); a night
+judged a regression for a cell is not that cell's reference.
 """
 
 from __future__ import annotations
 
+from tasks.core.metadata import host_fingerprint
 from tasks.core.metrics import METRICS
-from tasks.core.results import SCHEMA_VERSION
-from tasks.plan.control import control_cell, control_row, control_summary
+from tasks.core.results import CELL_KEY, SCHEMA_VERSION, cell_key
+from tasks.plan.cells import Plan
+from tasks.plan.control import control_cell, control_row, control_summary, is_control_match
 from tasks.regress.annotations import apply_exclusions, list_exclusions
 from tasks.regress.detect import (
-    ALPHA_IMPROVEMENT,
     ALPHA_NIGHT,
-    ALPHA_SUSPECT,
     BASELINE_MAX_NIGHTS,
     MIN_HISTORY,
-    PERSIST_NIGHTS,
     REGRESSED_METRICS,
     SEGMENT_NIGHTS,
     detect_parity_regressions,
     detect_regressions,
+    metric_value,
+    row_protocol,
     verdict_pairs,
 )
+from tasks.regress.duet import ALPHA_DUET, DEFAULT_PASS_THROUGH, DUET_METRICS, NOISE_FLOOR, PASS_THROUGH
+from tasks.regress.duets import count_verdicts, plan_aa, plan_duets
+from tasks.regress.references import Reference, find_references
 from tasks.store.history import list_manifests, read_parity_history, read_regression_records, read_runs
 from tasks.store.s3 import S3Store
 
-HISTORY_MAX_RUNS = 120  # the newest runs before tonight that are read (baselines use at most 14 nights a cell)
+HISTORY_MAX_RUNS = 120  # the newest runs before tonight that are read (a reference is the newest accepted night)
+KINDS = ("inputs", "duet", "environment", "parity")
 
 
-def method_summary(alpha: float) -> dict:
-    return {"alpha_night": alpha, "alpha_improvement": ALPHA_IMPROVEMENT, "min_history": MIN_HISTORY,
-            "segment_nights": SEGMENT_NIGHTS,
-            "baseline_max_nights": BASELINE_MAX_NIGHTS, "persist_nights": PERSIST_NIGHTS,
-            "min_effect_pct": {m: 100 * METRICS[m].min_effect for m in REGRESSED_METRICS},
-            "min_abs_change": {m: METRICS[m].min_abs_change for m in REGRESSED_METRICS if METRICS[m].min_abs_change},
-            "describe": "per (cell, metric): t-test of the newest 1-3 nights against the baseline on the log "
-                        "scale, noise pooled over the server's cells on this host with a per-metric prior and "
-                        "each row's within-run spread; Holm over every test of the night; then re-measured"}
+def method_summary() -> dict:
+    return {"describe": "per ok cell: its inputs against its reference night's (the newest earlier accepted night); "
+                        "changed cells measured beside their reference's inputs (a duet: two servers on the same "
+                        "cores at once, the verdict on the pairs' ratios, a paired t-test, the minimum effect in "
+                        "duet units, Bonferroni over the night); the control cell's history for the environment",
+            "duet_metrics": list(DUET_METRICS), "alpha_duet": ALPHA_DUET, "alpha_environment": ALPHA_NIGHT,
+            "pass_through": {"/".join(k): v for k, v in PASS_THROUGH.items()},
+            "default_pass_through": DEFAULT_PASS_THROUGH,
+            "noise_floor_pct": {k: 100 * v for k, v in NOISE_FLOOR.items()},
+            "min_effect_pct": {m: 100 * METRICS[m].min_effect for m in DUET_METRICS},
+            "environment": {"min_history": MIN_HISTORY, "segment_nights": SEGMENT_NIGHTS,
+                            "baseline_max_nights": BASELINE_MAX_NIGHTS,
+                            "metrics": [m for m in REGRESSED_METRICS]}}
 
 
-def judge_run(store: S3Store, run: dict, rows: list[dict], parity_now: list[dict], config) -> dict:
-    """regressions.json of a run (before confirmation): one record per (ok cell, metric) and per artifact."""
+def _base(row: dict, kind: str, metric: str) -> dict:
+    meta = METRICS.get(metric)
+    return {**dict(zip(CELL_KEY, cell_key(row), strict=True)), "protocol": row_protocol(row),
+            "host": host_fingerprint(row), "run_id": row.get("run_id"), "kind": kind, "metric": metric,
+            "unit": meta.unit if meta else "", "better": meta.better if meta else "",
+            "current": metric_value(row, metric) if meta else None}
+
+
+def stack_records(references: list[Reference]) -> list[dict]:
+    """The stack's records of tonight: one per unchanged (or new) cell, one pending record per duet metric of a
+    changed cell."""
+    records = []
+    for ref in references:
+        summary = ref.summary()
+        if ref.state == "changed":
+            for metric in DUET_METRICS:
+                records.append({**_base(ref.row, "duet", metric), "verdict": "pending", **summary,
+                                "reason": "inputs changed: " + "; ".join(ref.changes)})
+            continue
+        record = {**_base(ref.row, "inputs", "inputs"), **summary}
+        if ref.state == "no_history":
+            record.update(verdict="no_history", reason="the cell's first night (no earlier accepted night)")
+        elif ref.state == "no_inputs":
+            record.update(verdict="no_history", reason=f"the reference night {summary['reference_run_id']} was "
+                                                       "published before cells' inputs were recorded (schema 1.5)")
+        else:
+            note = f" ({'; '.join(ref.changes)}: reported, not judged)" if ref.changes else ""
+            record.update(verdict="no_change", reason=f"nothing the stack depends on changed since "
+                                                      f"{summary['reference_run_id']}{note}")
+        records.append(record)
+    return records
+
+
+def environment_records(rows: list[dict], history_rows: list[dict], earlier: dict, control: dict | None) -> list[dict]:
+    """The control cell's figures against its history: how the host moved (never a stack's verdict)."""
+    if control is None:
+        return []
+    mine = [r for r in rows if is_control_match(r, control)]
+    past = [r for r in history_rows if is_control_match(r, control)]
+    records = detect_regressions(mine, past, regressed=verdict_pairs(earlier, "environment"),
+                                 improved=verdict_pairs(earlier, "improvement"), alpha=ALPHA_NIGHT)
+    for record in records:
+        moved = record["verdict"] in ("regression", "improvement")
+        record.update(kind="environment", verdict="environment" if moved else record["verdict"],
+                      direction=record["verdict"] if moved else None, confirmation=None)
+    return records
+
+
+def judge_run(store: S3Store, run: dict, rows: list[dict], parity_now: list[dict], plan: Plan) -> dict:
+    """regressions.json of a run before its duets: one record per unchanged cell, pending records of the changed
+    ones, the environment's records, parity's; the night's duet groups and A/A duet planned."""
+    config = plan.config
     manifests = [m for m in list_manifests(store, before=run["logical_date"]) if m["run_id"] != run["run_id"]]
     manifests = manifests[-HISTORY_MAX_RUNS:]
     history = read_runs(store, manifests=manifests)
@@ -52,22 +120,18 @@ def judge_run(store: S3Store, run: dict, rows: list[dict], parity_now: list[dict
     exclusions = list_exclusions(store)
     history_rows, applied = apply_exclusions(history_rows, exclusions)
     earlier = read_regression_records(store, manifests)
-    alpha = ALPHA_SUSPECT if config.confirm_regressions else ALPHA_NIGHT
-    records = detect_regressions(rows, history_rows, regressed=verdict_pairs(earlier, "regression"),
-                                 improved=verdict_pairs(earlier, "improvement"), alpha=alpha)
+    control = control_cell(config)
+    references = find_references([r for r in rows if r.get("role") != "control"], history_rows, earlier)
+    records = stack_records(references)
+    records += environment_records(rows, history_rows, earlier, control)
     whole_runs = {e["run_id"] for e in exclusions if e["cells"] is None}
     parity_history = [p for p in read_parity_history(store, manifests=manifests) if p["run_id"] not in whole_runs]
-    records += detect_parity_regressions(parity_now, parity_history, run["host"])
-    control = control_cell(config)
+    for record in detect_parity_regressions(parity_now, parity_history, run["host"]):
+        records.append({**record, "kind": "parity"})
     return {
-        "schema_version": SCHEMA_VERSION, "history_runs": len(manifests),
-        "history_before": run["logical_date"], "exclusions": applied, "method": method_summary(alpha),
+        "schema_version": SCHEMA_VERSION, "history_runs": len(manifests), "history_before": run["logical_date"],
+        "exclusions": applied, "method": method_summary(),
         "control": control_summary(config.control_cell, control, control_row(rows, control), records),
+        "aa": plan_aa(rows, plan), "duets": plan_duets(references, plan),
         **count_verdicts(records), "records": records,
     }
-
-
-def count_verdicts(records: list[dict]) -> dict:
-    return {"regressions": sum(r["verdict"] == "regression" for r in records),
-            "unconfirmed": sum(r["verdict"] == "unconfirmed" for r in records),
-            "improvements": sum(r["verdict"] == "improvement" for r in records)}

@@ -1,5 +1,7 @@
 """Regression detection over the history in the store, per cell key, host and metric, with one false-alarm
-budget for the whole night.
+budget for the whole night: what judges the environment on the control cell (tasks/regress/check.py). A stack's
+change is judged side by side instead (tasks/regress/duets.py): on a shared host one session moves 6-15 % within
+the hour, far more than the steps worth finding, and history cannot tell them apart.
 
 Every metric's good direction comes from `tasks.core.metrics.METRICS`. History is matched on the cell key, the
 protocol and the host fingerprint (CPU model and count, GPU), so another machine is never compared.
@@ -22,12 +24,9 @@ within-run spread), on the log scale:
   direction), Bonferroni over the k tried: a 10 % step too small to see in one noisy night is seen in the
   mean of its first two or three;
 - every test of the night (cells x metrics) shares one family-wise error rate by Holm's step-down
-  procedure: ALPHA_IMPROVEMENT for improvements; for regressions ALPHA_SUSPECT when suspects are re-measured
-  before they count (the confirmation is a second, independent test: a night's false alarm needs both) and
-  ALPHA_NIGHT when they are not;
+  procedure: ALPHA_NIGHT for regressions, ALPHA_IMPROVEMENT for improvements;
 - a significant change is a `regression` (or `improvement`) only when tonight's value differs from the
   baseline by at least the metric's minimum effect (`Metric.min_effect`, tasks/core/metrics.py).
-A regression found here is a suspect: `tasks.regress.confirm` re-measures it before the verdict is published.
 
 Every record states tonight's value, the baseline value and the nights it came from (run ids and dates),
 the noise, the method, and the change of tonight against the baseline with its 95 % interval.
@@ -46,14 +45,12 @@ from tasks.serve.servers import get_server
 
 REGRESSED_METRICS = metrics_where("judged")
 MIN_ERROR_RATE_CHANGE = 0.001  # error rate: an absolute change (its baseline is usually 0)
-ALPHA_NIGHT = 0.05  # family-wise error rate of one night's regression tests (Holm) when nothing is re-measured
-ALPHA_SUSPECT = 0.5  # ... when every suspect is re-measured (tasks.regress.confirm tests it again at ALPHA_CONFIRM)
-ALPHA_IMPROVEMENT = 0.05  # family-wise error rate of one night's improvement tests (never re-measured)
+ALPHA_NIGHT = 0.05  # family-wise error rate of one night's regression tests (Holm)
+ALPHA_IMPROVEMENT = 0.05  # family-wise error rate of one night's improvement tests
 MIN_HISTORY = 3  # fewer baseline nights: `no_history`
 SEGMENT_NIGHTS = 3  # a change may have begun up to this many nights ago (the segment always holds tonight)
 BASELINE_MAX_NIGHTS = 14
 PERSIST_NIGHTS = 3  # a regression seen this many nights in a row becomes the new baseline
-VERDICTS = ("no_history", "no_change", "improvement", "regression", "unconfirmed")
 
 
 def row_protocol(row: dict) -> str:
@@ -320,8 +317,7 @@ def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
 
     `history_rows` are the earlier nights' rows (already cut to before tonight's logical date and cleared of
     exclusions); `regressed` and `improved` the (run_id, comparison key) pairs judged regressions and
-    improvements on those nights (`verdict_pairs`); `alpha` the
-    night's family-wise error rate for regressions (ALPHA_SUSPECT when they will be re-measured).
+    improvements on those nights (`verdict_pairs`); `alpha` the night's family-wise error rate for regressions.
     """
     histories = build_histories(history_rows, regressed, improved)
     todo = [(row, metric) for row in current_rows if row.get("status") == "ok" for metric in metrics
@@ -401,8 +397,6 @@ def make_record(row: dict, metric: str, test: Test | None, verdict: str, tests: 
         n = test.noise
         record["noise"] = {"sigma_pct": n.sigma_pct, "sigma_log": n.sigma, "df": n.df, "cells": n.cells,
                            "nights": n.nights, "prior_sigma_log": n.prior, "describe": n.describe()}
-    if verdict == "regression":
-        record["confirmation"] = {"outcome": "pending"}
     return record
 
 

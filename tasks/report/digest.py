@@ -61,8 +61,13 @@ def render_markdown(digest: dict) -> str:
     lines += ["", f"## Regressions ({len(digest['regressions'])})", ""]
     for r in digest["regressions"]:
         where = "/".join(str(r.get(k)) for k in ("model", "format", "server", "load") if r.get(k) is not None)
-        lines.append(f"- {where}: {r['metric']} {r['baseline']:.4g} → {r['current']:.4g} {r['unit']} "
-                     f"({'n/a' if r['change_pct'] is None else format(r['change_pct'], '+.1f')} %, {r['method']})")
+        change = "n/a" if r.get("change_pct") is None else format(r["change_pct"], "+.1f")
+        if r.get("kind") == "duet":  # measured beside its reference: the ratio and what changed
+            lines.append(f"- {where}: {r['metric']} x{r['ratio']:.3f} ({change} %) against {r['reference_run_id']} "
+                         f"side by side; changed: {'; '.join(r.get('changes') or [])}")
+        else:
+            lines.append(f"- {where}: {r['metric']} {r['baseline']:.4g} → {r['current']:.4g} {r['unit']} "
+                         f"({change} %, {r.get('method')})")
     if not digest["regressions"]:
         lines.append("None.")
     return "\n".join(lines) + "\n"

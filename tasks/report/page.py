@@ -295,31 +295,63 @@ def _changes(trend: dict | None, regressions: dict) -> str:
                          f"({sum(c['verdict'] == 'worse' for c in changes)} worse).</p>")
             parts.append(changes_table(changes))
         parts.append("<h3>Trend</h3>" + _trend_plots(trend))
-    flagged = [r for r in regressions.get("records", []) if r.get("verdict") == "regression"]
-    parts.append(f"<h3>Regressions against the history ({len(flagged)})</h3>")
-    if flagged:
-        parts.append("<table><tr><th class=l>where</th><th class=l>metric</th><th>baseline</th><th>tonight</th>"
-                     "<th>change</th><th class=l>method</th><th>earlier nights</th></tr>")
-        for r in flagged:
-            where = "/".join(str(r.get(k)) for k in ("model", "format", "server", "load") if r.get(k) is not None)
-            change = f"{r['change_pct']:+.1f} %" if r.get("change_pct") is not None else "–"
-            parts.append(f"<tr class=bad><td class=l>{_esc(where)}</td><td class=l>{_esc(r['metric'])}</td>"
-                         f"<td>{format_value(r['baseline'])} {_esc(r['unit'])}</td>"
-                         f"<td>{format_value(r['current'])} {_esc(r['unit'])}</td><td>{change}</td>"
-                         f"<td class=l>{_esc(r['method'])}</td><td>{_fmt(r.get('history_n'))}</td></tr>")
+    parts.append(_side_by_side(regressions))
+    return "".join(parts)
+
+
+def _where(record: dict) -> str:
+    return "/".join(str(record.get(k)) for k in ("model", "format", "server", "load") if record.get(k) is not None)
+
+
+def _side_by_side(regressions: dict) -> str:
+    """The regression check as it judged tonight: each changed cell beside its reference (a duet), the unchanged
+    cells, tonight's A/A duet (the duet's own noise), and how the host moved (the control's history)."""
+    records = regressions.get("records", [])
+    parts = []
+    duets = [r for r in records if r.get("kind") == "duet"]
+    flagged = [r for r in duets if r.get("verdict") == "regression"]
+    parts.append(f"<h3>Regressions, measured side by side ({len(flagged)})</h3>")
+    if duets:
+        parts.append("<table><tr><th class=l>cell</th><th class=l>metric</th><th>candidate / reference</th>"
+                     "<th>95 % interval</th><th>minimum effect</th><th>pairs</th><th class=l>verdict</th>"
+                     "<th class=l>what changed (reference night)</th></tr>")
+        for r in duets:
+            ratio = f"×{r['ratio']:.3f}" if r.get("ratio") else "–"
+            ci = f"×{r['ratio_ci'][0]:.3f}–{r['ratio_ci'][1]:.3f}" if r.get("ratio_ci") else "–"
+            effect = f"{r['min_effect_pct']:.1f} %" if r.get("min_effect_pct") is not None else "–"
+            pairs = (r.get("duet") or {}).get("pairs")
+            cls = " class=bad" if r.get("verdict") == "regression" else ""
+            note = "; ".join(r.get("changes") or []) + f" ({r.get('reference_run_id')})"
+            if r.get("verdict") == "unconfirmed":
+                note = f"{note}: {r.get('reason')}"
+            parts.append(f"<tr{cls}><td class=l>{_esc(_where(r))}</td><td class=l>{_esc(r['metric'])}</td>"
+                         f"<td>{ratio}</td><td>{ci}</td><td>{effect}</td><td>{_fmt(pairs)}</td>"
+                         f"<td class=l>{_esc(r.get('verdict'))}</td><td class=l>{_esc(note[:REASON_CHARS])}</td></tr>")
         parts.append("</table>")
-    else:
-        judged = sum(r.get("verdict") != "no_history" for r in regressions.get("records", []))
-        parts.append(f"<p>None ({judged} figures judged against earlier nights on this host).</p>")
-    unconfirmed = [r for r in regressions.get("records", []) if r.get("verdict") == "unconfirmed"]
-    if unconfirmed:
-        parts.append(f"<p>{len(unconfirmed)} suspected regression(s) were re-measured and not confirmed "
-                     "(regressions.json says why, per record).</p>")
+    unchanged = [r for r in records if r.get("kind") == "inputs" and r.get("verdict") == "no_change"]
+    new = [r for r in records if r.get("kind") == "inputs" and r.get("verdict") == "no_history"]
+    parts.append(f"<p>{len(unchanged)} cell(s) ran with the same inputs as their reference night: a stack cannot "
+                 f"regress without a change, so none was measured again; {len(new)} cell(s) had no reference "
+                 f"yet; {len(regressions.get('duets') or [])} duet(s) measured changed cells beside their "
+                 "reference.</p>")
+    aa = regressions.get("aa") or {}
+    if aa.get("noise"):
+        noise = ", ".join(f"{m} {100 * v:.1f} %" for m, v in sorted(aa["noise"].items()))
+        parts.append(f"<p class=note>Tonight's A/A duet of the control cell (the same inputs on both sides, "
+                     f"{len((aa.get('measured') or {}).get('pairs') or [])} pairs): a pair's ratio spreads by "
+                     f"{_esc(noise)} here; the night's duets use it as their noise floor.</p>")
+    environment = [r for r in records if r.get("kind") == "environment" and r.get("verdict") == "environment"]
     control = regressions.get("control") or {}
     drift = (control.get("drift") or {}).get("throughput_rps") or {}
-    if drift.get("change_pct") is not None:
+    if environment:
+        moved = ", ".join(f"{r['metric']} {r['change_pct']:+.1f} %" for r in environment
+                          if r.get("change_pct") is not None)
+        parts.append(f"<p class=bad>The environment moved: the control cell {_esc(str(control.get('name')))} "
+                     f"changed beyond its noise against its own history ({_esc(moved)}). That is the host "
+                     "(kernel, driver, neighbours), not a stack.</p>")
+    elif drift.get("change_pct") is not None:
         parts.append(f"<p>Control cell {_esc(str(control.get('name')))}: throughput {drift['change_pct']:+.1f} % "
-                     "against its own baseline (the host's drift).</p>")
+                     "against its own history, within its noise (the host's drift).</p>")
     return "".join(parts)
 
 

@@ -249,12 +249,13 @@ def resolve(ref: str, runtime: str, client=None, log=print) -> ImageRef:
     return official_image(ref, client)
 
 
-def remove_stale(client=None, keep: set[str] | None = None, log=print) -> list[str]:
-    """Remove project images (serving-eval/*) whose tag is not current (`keep`: the current tags)."""
+def remove_stale(client=None, keep: set[str] | None = None, log=print, keep_ids: set[str] | None = None) -> list[str]:
+    """Remove project images (serving-eval/*) whose tag is not current (`keep`: the current tags), but never one
+    whose id is in `keep_ids` (what a regression reference still runs on, tasks/regress/duets.py)."""
     client = client or docker_client()
     removed = []
     for image in client.images.list(filters={"label": LABEL_RUNTIME}):
-        if any(t in (keep or set()) for t in image.tags):
+        if any(t in (keep or set()) for t in image.tags) or image.id in (keep_ids or set()):
             continue
         for tag in image.tags:
             if is_project_image(tag):

@@ -27,6 +27,25 @@ PIP_INSTALL_TIMEOUT_S = 1800
 CREDENTIAL_PREFIXES = ("AIRFLOW_CONN_", "AIRFLOW_VAR_", "AWS_", "AIRFLOW__DATABASE__", "AIRFLOW__CELERY__")
 
 
+SKIP_FILES = ("README.md", ".complete")  # not a runtime's files: its readme, a stored snapshot's marker
+
+
+def folder_files(folder: Path) -> dict[str, Path]:
+    """Relative name -> file of a runtime folder (docker/<runtime>/ or a snapshot of it), __pycache__ and the
+    names in SKIP_FILES left out: what a runtime's files hash counts."""
+    return {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and p.name not in SKIP_FILES}
+
+
+def files_sha256(folder: Path, suffixes: tuple[str, ...] = ()) -> str:
+    """One hash of a folder's files (relative names and bytes); with `suffixes`, only files ending so."""
+    digest = hashlib.sha256()
+    for name, path in folder_files(folder).items():
+        if not suffixes or path.suffix in suffixes:
+            digest.update(f"{name}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+    return digest.hexdigest()
+
+
 def available_runtimes() -> list[str]:
     return sorted(p.name for p in DOCKER_DIR.iterdir() if (p / "requirements.txt").is_file())
 

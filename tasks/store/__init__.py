@@ -3,7 +3,8 @@
     s3.py                  `S3Store`: a bucket and prefix through an Airflow AWS connection's fields
     layout.py              where a run's folder is (`runs/dt=<date>/run=<safe id>/`) and reading a folder's name back
     publish.py             a run folder published: objects, `manifest.json` last, `latest.json` after
-    history.py             published runs read back through their manifests (never a half-written run), both layouts
+    history.py             published runs read back through their manifests (never a half-written run)
+    runtimes.py            runtime folders kept by their hash, so a regression reference stays runnable, both layouts
     migrate.py             runs of the old layout (`run_id=` folders, before schema 1.4) moved to the new one
     embedded_s3.py         moto's server on a free loopback port for `make demo`, `make airflow` and the tests
     embedded_s3_server.py  that server's process, its buckets kept on disk

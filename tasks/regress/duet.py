@@ -1,0 +1,149 @@
+"""Judging a duet: the pairs' ratios, candidate over reference, per duet metric, with a paired test.
+
+Each pair gives one log ratio per metric (candidate / reference, measured at the same time on the same cores, so
+the host's moves cancel). Over K pairs: their mean, and a one-sample t-test of it against zero with K-1 degrees of
+freedom, the spread floored at the duet's own noise on this host (tonight's A/A duet of the control cell, else
+NOISE_FLOOR). A metric regressed when its mean ratio is worse by at least its minimum effect *in duet units*
+and the test says so at the night's alpha (Bonferroni over the night's duet tests); improved likewise the other
+way; else no change.
+
+A duet passes through only part of a real change (Bulej et al.; measured here per stack by
+benchmarks/duet_nights.py): two servers time-sharing one core slow each other down, so a side that costs 10 %
+more CPU per request reads less than 10 % slower. The minimum effect in duet units is the metric's own minimum
+effect (tasks/core/metrics.py) times the stack's pass-through (PASS_THROUGH, DEFAULT_PASS_THROUGH where a stack
+was not measured).
+
+`decided(pairs)` is Pinpoint's rule for adding pairs: stop once every metric's interval lies clearly on one side
+of its minimum effect.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from tasks.core.metrics import HIGHER, METRICS, metrics_where
+
+DUET_METRICS = metrics_where("duet")
+ALPHA_DUET = 0.05  # family-wise error rate of a night's duet tests (Bonferroni over cells x metrics)
+# The smallest spread of one pair's log ratio trusted when K pairs happen to agree closely: a duet's own noise
+# on a 2-core VM (A/A pairs of the custom service: throughput and CPU per request about 1 %, p50 1-2 %, p99 5-7 %).
+NOISE_FLOOR = {"server_cpu_us_per_request": 0.01, "throughput_rps": 0.01, "latency_ms_p50": 0.015,
+               "latency_ms_p99": 0.05}
+DEFAULT_NOISE_FLOOR = 0.02
+# (server, format) -> the share of a real change a duet shows, per metric family ("cpu", "throughput",
+# "latency"); measured by benchmarks/duet_nights.py. Stacks not listed use DEFAULT_PASS_THROUGH.
+PASS_THROUGH: dict[tuple[str, str], float] = {}
+DEFAULT_PASS_THROUGH = 0.5
+SIDES = ("reference", "candidate")
+
+
+def bad_sign(metric: str) -> int:
+    return -1 if METRICS[metric].better == HIGHER else 1
+
+
+def pass_through(server: str, fmt: str) -> float:
+    return PASS_THROUGH.get((server, fmt), DEFAULT_PASS_THROUGH)
+
+
+@dataclass(frozen=True)
+class DuetThresholds:
+    """Per metric: the minimum effect in duet units and the noise floor of one pair's log ratio."""
+
+    min_effect: dict[str, float]
+    noise_floor: dict[str, float]
+    alpha: float = ALPHA_DUET
+    source: dict = field(default_factory=dict)  # where the numbers came from (pass-through, tonight's A/A)
+
+    @classmethod
+    def for_stack(cls, server: str, fmt: str, aa_noise: dict[str, float] | None = None,
+                  alpha: float = ALPHA_DUET) -> DuetThresholds:
+        share = pass_through(server, fmt)
+        floors = {m: max(NOISE_FLOOR.get(m, DEFAULT_NOISE_FLOOR), (aa_noise or {}).get(m) or 0.0)
+                  for m in DUET_METRICS}
+        return cls({m: METRICS[m].min_effect * share for m in DUET_METRICS}, floors, alpha,
+                   {"pass_through": share, "measured": (server, fmt) in PASS_THROUGH,
+                    "aa_noise": dict(aa_noise or {})})
+
+
+def log_ratios(pairs: list[dict], metric: str, a: str = "reference", b: str = "candidate") -> list[float]:
+    """log(b / a) of `metric` for each pair where both sides have a positive figure."""
+    out = []
+    for pair in pairs:
+        va, vb = pair["sides"][a].get(metric), pair["sides"][b].get(metric)
+        if va and vb and va > 0 and vb > 0:
+            out.append(math.log(vb / va))
+    return out
+
+
+def _t(mean: float, spread: float, n: int) -> tuple[float, float]:
+    """(t statistic, critical t at 95 % one-sided for the interval) with n-1 degrees of freedom."""
+    from scipy import stats  # lazy: scipy (about 0.3 s) only when a duet is judged
+
+    se = spread / math.sqrt(n)
+    return (mean / se if se > 0 else math.inf), float(stats.t.ppf(0.95, max(1, n - 1)))
+
+
+def judge_metric(ratios: list[float], metric: str, thresholds: DuetThresholds, tests: int = 1) -> dict:
+    """One metric of one duet: mean ratio, its 95 % interval, p-values both ways, the verdict."""
+    from scipy import stats  # lazy: scipy (about 0.3 s) only when a duet is judged
+
+    n = len(ratios)
+    effect, floor = thresholds.min_effect[metric], thresholds.noise_floor[metric]
+    out = {"metric": metric, "unit": METRICS[metric].unit, "better": METRICS[metric].better, "pairs": n,
+           "ratio": None, "ratio_ci": None, "change_pct": None, "p_value": None, "p_improvement": None,
+           "min_effect_pct": 100 * effect, "noise_floor_pct": 100 * floor, "verdict": "unconfirmed",
+           "decided": False}
+    if n < 2:
+        out["reason"] = f"{n} pair(s) with figures: a duet needs two at least"
+        return out
+    mean = statistics.fmean(ratios)
+    spread = max(statistics.stdev(ratios), floor)
+    t, crit = _t(mean, spread, n)
+    half = crit * spread / math.sqrt(n)
+    bad = bad_sign(metric) * mean  # > 0: worse
+    p_bad = float(stats.t.sf(bad_sign(metric) * t, n - 1))
+    p_good = float(stats.t.sf(-bad_sign(metric) * t, n - 1))
+    alpha = thresholds.alpha / max(1, tests)
+    out.update(ratio=math.exp(mean), ratio_ci=[math.exp(mean - half), math.exp(mean + half)],
+               change_pct=100 * (math.exp(mean) - 1), p_value=p_bad, p_improvement=p_good, alpha=alpha)
+    if bad >= effect and p_bad < alpha:
+        out["verdict"] = "regression"
+    elif -bad >= effect and p_good < alpha:
+        out["verdict"] = "improvement"
+    else:
+        out["verdict"] = "no_change"
+    worse_lo, worse_hi = bad - half, bad + half  # the interval of the bad-signed change
+    out["decided"] = worse_lo >= effect or worse_hi < effect
+    return out
+
+
+def judge_pairs(pairs: list[dict], thresholds: DuetThresholds, tests: int = 1,
+                metrics: tuple[str, ...] = DUET_METRICS) -> list[dict]:
+    """Every duet metric judged on the pairs (`pairs`: DuetPair dicts, candidate over reference)."""
+    return [judge_metric(log_ratios(pairs, m), m, thresholds, tests) for m in metrics]
+
+
+def decided(pairs: list[dict], thresholds: DuetThresholds) -> bool:
+    """Whether more pairs could still change the verdict of any metric (False: measure another pair)."""
+    return all(j["decided"] for j in judge_pairs(pairs, thresholds))
+
+
+def aa_noise(pairs: list[dict], metrics: tuple[str, ...] = DUET_METRICS) -> dict[str, float | None]:
+    """The spread (standard deviation) of one pair's log ratio per metric in an A/A duet: the duet's own noise."""
+    out: dict[str, float | None] = {}
+    for metric in metrics:
+        ratios = log_ratios(pairs, metric)
+        out[metric] = statistics.stdev(ratios) if len(ratios) >= 2 else None
+    return out
+
+
+def duet_verdict(judged: list[dict]) -> str:
+    """The cell's verdict from its metrics': a regression if any regressed, else an improvement if any improved,
+    else no change (unconfirmed when none could be judged)."""
+    verdicts = {j["verdict"] for j in judged}
+    for verdict in ("regression", "improvement", "no_change"):
+        if verdict in verdicts:
+            return verdict
+    return "unconfirmed"

@@ -1,0 +1,93 @@
+"""Each cell's reference: the inputs of its last accepted night, and what changed since.
+
+A cell's reference is its newest earlier ok row on the same comparison key (cell key, protocol, host fingerprint)
+that was not excluded and not judged a regression on its own night (a regression is not accepted as a baseline).
+Tonight's cell then is, against it:
+
+    no_history   the cell has no earlier accepted night (its first night)
+    no_inputs    the reference was published before inputs were fingerprinted (schema 1.5): nothing to compare
+    no_change    every input the stack depends on is the same: the stack cannot have regressed (a changed load
+                 generator alone is reported, not judged)
+    changed      an input differs: a duet measures the reference's inputs beside tonight's (tasks/regress/duets.py)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from tasks.measure.inputs import input_changes, inputs_sha, stack_changed
+from tasks.regress.detect import comparison_key, verdict_pairs
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Tonight's row of a cell and the row it is compared with (None: nothing to compare with)."""
+
+    row: dict
+    reference: dict | None
+    state: str  # no_history | no_inputs | no_change | changed
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def reference_inputs(self) -> dict | None:
+        return row_inputs(self.reference) if self.reference else None
+
+    def summary(self) -> dict:
+        ref = self.reference or {}
+        return {"state": self.state, "changes": self.changes, "reference_run_id": ref.get("run_id"),
+                "reference_logical_date": ref.get("logical_date"), "reference_inputs_sha": ref.get("inputs_sha"),
+                "inputs_sha": self.row.get("inputs_sha")}
+
+
+def row_inputs(row: dict) -> dict | None:
+    text = row.get("inputs")
+    if not text:
+        return None
+    return json.loads(text) if isinstance(text, str) else text
+
+
+def accepted_history(history_rows: list[dict], earlier_records: dict[str, list[dict]]) -> dict[tuple, list[dict]]:
+    """comparison key -> the earlier ok rows that may be a reference, newest first (a night judged a regression
+    for that cell is left out)."""
+    regressed = verdict_pairs(earlier_records, "regression")
+    by_key: dict[tuple, list[dict]] = {}
+    for row in history_rows:
+        if row.get("status") != "ok":
+            continue
+        key = comparison_key(row)
+        if (row.get("run_id"), key) in regressed:
+            continue
+        by_key.setdefault(key, []).append(row)
+    for rows in by_key.values():
+        rows.sort(key=lambda r: (str(r.get("logical_date") or ""), str(r.get("finished_at") or "")), reverse=True)
+    return by_key
+
+
+def find_references(rows: list[dict], history_rows: list[dict], earlier_records: dict[str, list[dict]]
+                    ) -> list[Reference]:
+    """Tonight's ok rows, each with its reference and what changed (rows not ok have no stack verdict)."""
+    history = accepted_history(history_rows, earlier_records)
+    found = []
+    for row in rows:
+        if row.get("status") != "ok":
+            continue
+        earlier = history.get(comparison_key(row)) or []
+        if not earlier:
+            found.append(Reference(row, None, "no_history"))
+            continue
+        reference = earlier[0]
+        ref_inputs, now_inputs = row_inputs(reference), row_inputs(row)
+        if ref_inputs is None or now_inputs is None:
+            found.append(Reference(row, reference, "no_inputs"))
+            continue
+        changes = input_changes(ref_inputs, now_inputs)
+        state = "changed" if stack_changed(ref_inputs, now_inputs) else "no_change"
+        found.append(Reference(row, reference, state, changes))
+    return found
+
+
+def same_inputs(a: dict, b: dict) -> bool:
+    """Two rows' stacks were served with the same inputs."""
+    ia, ib = row_inputs(a), row_inputs(b)
+    return ia is not None and ib is not None and inputs_sha(ia) == inputs_sha(ib)
