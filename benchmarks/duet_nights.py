@@ -125,7 +125,7 @@ def record(args: argparse.Namespace) -> int:
     load = LoadSettings(mode="concurrency", load=CONCURRENCY, duration_s=args.duration_s, warmup_s=args.warmup_s,
                         window_s=args.duration_s / 4)
     log_dir = Path(tempfile.mkdtemp(prefix="duetbench-logs-"))
-    data = {"settings": vars(args) | {"out": str(args.out)}, "stacks": {}}
+    data = {"settings": {k: v for k, v in vars(args).items() if k != "func"}, "stacks": {}}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     index = 0

@@ -64,7 +64,7 @@ class HostEstimate:
 
 def cell_durations(timelines: list[dict]) -> CellDurations:
     """Per-point, per-session and between-session durations of a run's server sessions (tuned configurations and
-    confirmations are sessions too)."""
+    duets are sessions too)."""
     points, overheads, lives = [], [], []
     by_host: dict[str, list[dict]] = {}
     for t in timelines:

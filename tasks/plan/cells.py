@@ -89,9 +89,9 @@ class Session:
     format: str
     server: str
     cells: tuple[Cell, ...]
-    role: str | None = None  # "control": the control cell the plan added; confirmation sessions name theirs
+    role: str | None = None  # "control": the control cell the plan added
     host: str | None = None
-    extra: dict = field(default_factory=dict)  # what another step attached (e.g. a confirmation's round)
+    extra: dict = field(default_factory=dict)  # what another step attached to the planned session
 
     @property
     def launcher(self) -> str:

@@ -10,10 +10,11 @@ that single closed-loop cell. The control is a CPU cell: a run on `device=gpu` h
 Why concurrency 4: the control must move when the host moves and not otherwise. At concurrency 1 the MLP's
 throughput is one round trip after another, at the mercy of the scheduler's wake-ups: on the 2-core VM it
 moved 15-24 % from night to night with nothing changed. At 4 the server's core is kept busy and the
-throughput is its capacity, which is what a slower host changes: 3-5 % (benchmarks/regression_nights.py).
+throughput is its capacity, which is what a slower host changes: 3-5 % night to night.
 
-Its row is an ordinary result row. The regression check reports its drift against its own baseline, and
-the confirmation step re-measures it around every suspect it re-measures (`tasks.regress.confirm`).
+Its row is an ordinary result row. The regression check judges the environment on its history (its drift against
+its own baseline), and the night's duets start with its A/A duet, the duet's own noise on the host
+(tasks/regress/duets.py).
 """
 
 from __future__ import annotations

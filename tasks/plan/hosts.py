@@ -3,11 +3,11 @@ while one host never runs two servers.
 
     SERVING_EVAL_HOSTS="gpu-a,cpu-b"   the deployment's measuring hosts (the same value on every Airflow component:
                                        the DAG's per-host tasks are made from it at parse time)
-    SERVING_EVAL_HOST=gpu-a            on a measuring worker: which of them this machine is (tasks/serve/hostlock.py)
+    SERVING_EVAL_HOST=gpu-a            on a measuring worker: which of them this machine is (tasks/core/metadata.py)
 
     host      queue                        pool                         DAG tasks
     gpu-a     serving_eval_host_gpu-a      serving_eval_host_gpu-a      sweep_gpu-a, sessions_gpu-a, measure_gpu-a,
-                                                                        confirm_gpu-a, sweep_run_gpu-a
+                                                                        duet_gpu-a, sweep_run_gpu-a
     (all)     Airflow's default queue      default_pool                 plan, convert, collect, validate, publish ...
 
 Without `SERVING_EVAL_HOSTS` the deployment has one host, `local`, whose tasks stay on Airflow's default queue
