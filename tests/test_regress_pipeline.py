@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from benchmarks.duet_nights import MLP_SPEC
 from tasks.core.metadata import collect_host_metadata
 from tasks.core.results import SCHEMA_VERSION, to_frame, to_parquet_bytes
 from tasks.pipeline import run_pipeline
@@ -159,18 +160,6 @@ def test_cli_run_with_a_logical_date_is_a_backfill(embedded_s3, bucket, store):
     assert read_run(store)[0]["run_id"] == "fake30"  # a backfill never moves latest.json back
 
 
-DUET_SPEC = """name: duet-mlp
-source:
-  framework: torch
-  builder: models.builders.torch_models:build_mlp
-  seed: {seed}
-  args: {{in_features: 64, hidden: {hidden}, out_features: 10}}
-inputs:
-  - {{name: input, dtype: float32, shape: [-1, 64], generator: normal}}
-outputs:
-  - {{name: output, dtype: float32, shape: [-1, 10]}}
-parity: {{atol: 1.0e-4, rtol: 1.0e-3, batch_sizes: [1, 4]}}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +178,7 @@ def duet_nights(embedded_s3, tmp_path_factory):
     store = S3Store(bucket, "eval", conn)
 
     def run_night(i: int, hidden: int, seed: int) -> tuple[dict, dict]:
-        (specs / "duet-mlp.yaml").write_text(DUET_SPEC.format(seed=seed, hidden=hidden))
+        (specs / "duet-mlp.yaml").write_text(MLP_SPEC.format(name="duet-mlp", seed=seed, hidden=hidden))
         summary, _ = run_pipeline(conf, run_id=f"duet-night{i}", logical_date=night(i), conn=conn)
         manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/")
                         if f"run=duet-night{i}/manifest" in k)
