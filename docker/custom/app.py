@@ -8,10 +8,11 @@ same way when the request asks for them with `binary_data_output` or an output's
 the model file: `*.onnx` ONNX Runtime, `*.pt` TorchScript (torch), `*.savedmodel/` TensorFlow SavedModel.
 
 Where each request's time goes is measured here and served at `GET /metrics` (Prometheus text): per successful
-inference, reading and decoding the request into arrays, the engine, encoding the response, and the three
-together (the handler's whole time: the socket writes after it are not in it), summed since the start. Every
-worker process adds its own into a small file of its own in the timing folder (`--timing-dir`, a private temporary
-one by default), and `/metrics` sums the files, so the figures hold for several workers too.
+inference, from its whole body received, decoding the request into arrays, the engine, encoding the response,
+and the handler's whole time from the body to the response object (timed on its own: the parts leave out only
+the response object's making; the body's arrival and the socket writes are outside it), summed since the start.
+Every worker process adds its own into a small file of its own in the timing folder (`--timing-dir`, a private
+temporary one by default), and `/metrics` sums the files, so the figures hold for several workers too.
 
     python docker/custom/app.py --host 127.0.0.1 --port 8000 --model-dir DIR --model-name NAME
 """
@@ -58,13 +59,13 @@ class Timing:
         self.file = open(path, "r+b")  # kept open for the process's life
         self.map = mmap.mmap(self.file.fileno(), TIMING_LAYOUT.size)
 
-    def add(self, decode_ns: int, infer_ns: int, encode_ns: int) -> None:
+    def add(self, decode_ns: int, infer_ns: int, encode_ns: int, total_ns: int) -> None:
         v = self.values
         v[0] += 1
         v[1] += decode_ns
         v[2] += infer_ns
         v[3] += encode_ns
-        v[4] += decode_ns + infer_ns + encode_ns
+        v[4] += total_ns
         TIMING_LAYOUT.pack_into(self.map, 0, *v)
 
 
@@ -259,9 +260,10 @@ def create_app(engine: OnnxEngine, model_name: str, timing_dir: Path):
     async def infer(name: str, request: Request) -> Response:
         if name != model_name:
             return error(404, f"unknown model {name!r}; this server serves {model_name!r}")
-        started = perf_counter_ns()
+        body = await request.body()
+        started = perf_counter_ns()  # the whole body is in: from here on the time is this request's own work
         try:
-            inputs, parsed = decode_request(await request.body(), request.headers.get(HEADER_LENGTH))
+            inputs, parsed = decode_request(body, request.headers.get(HEADER_LENGTH))
         except (KeyError, ValueError, TypeError) as exc:
             return error(400, f"bad inference request: {type(exc).__name__}: {exc}")
         decoded = perf_counter_ns()
@@ -273,10 +275,11 @@ def create_app(engine: OnnxEngine, model_name: str, timing_dir: Path):
                 print(f"{SERVER_NAME}: inference failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             return error(500, f"inference failed: {exc}")
         inferred = perf_counter_ns()
-        body, headers = encode_response(model_name, outputs, binary_outputs(parsed))
-        response = Response(body, headers=headers,
+        payload, headers = encode_response(model_name, outputs, binary_outputs(parsed))
+        encoded = perf_counter_ns()
+        response = Response(payload, headers=headers,
                             media_type="application/octet-stream" if headers else "application/json")
-        timing.add(decoded - started, inferred - decoded, perf_counter_ns() - inferred)
+        timing.add(decoded - started, inferred - decoded, encoded - inferred, perf_counter_ns() - started)
         return response
 
     return app
