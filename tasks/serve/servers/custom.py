@@ -1,8 +1,8 @@
 """The "write it yourself" baseline: FastAPI + uvicorn over ONNX Runtime, TorchScript or a TensorFlow
 SavedModel, speaking the KServe v2 REST protocol, JSON or with the binary tensor data extension.
 
-It times its own requests (docker/custom/app.py: decoding, the engine, encoding, summed over every worker) and
-serves the sums at `GET /metrics`; `server_timings` reads them.
+It times its own requests (docker/custom/app.py: decoding, the engine, encoding and its total, summed over every
+worker) and serves the sums at `GET /metrics`; `server_timings` reads them.
 
 `instances` uvicorn worker processes (one by default), each loading the model with
 `ServingOptions.threads_per_instance` intra-op threads (the server's CPUs shared among them, or `threads`). In a
@@ -30,8 +30,9 @@ class CustomServer(Server):
     wires = {"json": Wire("kserve_v2_rest"), "binary": Wire("kserve_v2_binary")}
     missing_wires = {"grpc": "the custom service is a FastAPI app, REST only (a gRPC endpoint would be a second "
                              "server to write)"}
-    timing_source = ("the custom service's own timing (GET /metrics): reading and decoding the request, the engine, "
-                     "encoding the response; their sum is its total (the socket writes after it are outside)")
+    timing_source = ("the custom service's own timing (GET /metrics): decoding the request, the engine, encoding "
+                     "the response, and its total timed apart, from the whole body received to the response made "
+                     "(the body's arrival and the socket writes are outside it)")
     formats = ("onnx", "torchscript", "savedmodel")
     engines = {"onnx": "onnxruntime", "torchscript": "torch", "savedmodel": "tensorflow"}
     knobs = (
