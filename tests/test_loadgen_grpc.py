@@ -1,5 +1,6 @@
 """KServe v2 gRPC in the load generator: the request encoding and response check against tritonclient (no
-server), the `protocol` run input and plan rule, and closed/open loop over gRPC against a real Triton."""
+server), `protocols: [grpc]` in the plan (a stack without gRPC gets skipped cells), and closed/open loop over gRPC
+against a real Triton."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Request protocols, one codec per file. A server names its protocol; the generator looks it up here."""
+"""Request protocols, one codec per file. A server names its codec per wire (`Server.wires`); the generator looks
+it up here."""
 
 from __future__ import annotations
 
