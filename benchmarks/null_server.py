@@ -36,7 +36,7 @@ from tasks.loadgen.resources import sampler_for  # noqa: E402
 from tasks.loadgen.run import run_load_point  # noqa: E402
 from tasks.loadgen.settings import LoadSettings  # noqa: E402
 from tasks.pipeline import convert_step  # noqa: E402
-from tasks.serve.base import RunSpec, Server  # noqa: E402
+from tasks.serve.base import RunSpec, Server, Wire  # noqa: E402
 from tasks.serve.budget import plan_budget  # noqa: E402
 from tasks.serve.launchers.process import ProcessLauncher  # noqa: E402
 from tasks.serve.options import ServingOptions  # noqa: E402
@@ -53,7 +53,7 @@ class NullServer(Server):
 
     name = "null"
     runtime = "custom"  # any built runtime: the server runs on the orchestrator's Python, stdlib and asyncio only
-    protocol = "kserve_v2_rest"
+    wires = {"json": Wire("kserve_v2_rest")}
     formats = ("onnx", "torchscript", "savedmodel", "tensorrt")
     engines: dict[str, str] = {}
 

@@ -109,9 +109,12 @@ def _connection(conn_id: str):
         "p99_bound_ms": suite_param("number", exclusiveMinimum=0,
                               title="p99 bound of the sweeps, ms", section="Load"),
         "arrival": suite_param("string", enum=list(ARRIVALS), title="Arrivals (open loop)", section="Load"),
-        "protocol": suite_param("string", enum=list(PROTOCOLS), title="Request protocol",
-                          description="default: each server's REST protocol; grpc: KServe v2 gRPC (Triton, KServe "
-                                      "only)", section="Load"),
+        "protocols": suite_param("array", minItems=1, items={"type": "string", "enum": list(PROTOCOLS)},
+                           examples=list(PROTOCOLS), title="Wires",
+                           description="json: REST with JSON tensors; binary: REST with binary tensors; grpc; best: "
+                                       "every wire each stack speaks, its fastest picked from the figures. A stack "
+                                       "without a wire asked for by name gets a skipped cell saying why",
+                           section="Load"),
         "duration_s": suite_param("number", exclusiveMinimum=0, maximum=MAX_DURATION_S,
                             title="Measured seconds per load point", section="Load"),
         "warmup_s": suite_param("number", minimum=0, maximum=MAX_DURATION_S,

@@ -1,5 +1,6 @@
 """KServe v2 gRPC in the load generator: the request encoding and response check against tritonclient (no
-server), the `protocol` run input and plan rule, and closed/open loop over gRPC against a real Triton."""
+server), `protocols: [grpc]` in the plan (a stack without gRPC gets skipped cells), and closed/open loop over gRPC
+against a real Triton."""
 
 from __future__ import annotations
 
@@ -91,17 +92,19 @@ def test_unsupported_dtype_names_input_and_rule():
         codec.request_bytes()
 
 
-def test_protocol_grpc_is_planned_for_grpc_servers_and_refused_for_others():
-    plan = make_plan(RunConfig.from_params({"servers": ["triton", "kserve"], "protocol": "grpc"}))
-    assert {c.protocol for s in plan.sessions if s.role != "control" for c in s.cells} == {
-        "kserve_v2_grpc"}
+def test_protocols_grpc_plans_grpc_cells_and_skips_a_stack_without_it():
+    plan = make_plan(RunConfig.from_params({"servers": ["triton", "kserve", "custom"], "protocols": ["grpc"]}))
+    cells = [c for s in plan.sessions if s.role != "control" for c in s.cells]
+    assert {(c.server, c.protocol, c.wire) for c in cells if not c.skip} == {
+        ("triton", "kserve_v2_grpc", "grpc"), ("kserve", "kserve_v2_grpc", "grpc")}
+    custom = [c for c in cells if c.server == "custom"]
+    assert custom and all(c.skip.startswith("server custom has no grpc wire: ") and c.protocol == "grpc"
+                          for c in custom)  # planned, never measured over another wire
     assert [s.cells[0].protocol for s in plan.sessions if s.role == "control"] == ["kserve_v2_rest"]
     no_control = RunConfig.from_params({"servers": ["triton"], "control_cell": "none"})
     assert {c.protocol for c in make_plan(no_control).cells} == {"kserve_v2_rest"}
-    with pytest.raises(ConfigError, match="protocol='grpc': server 'custom' has no KServe v2 gRPC endpoint"):
-        make_plan(RunConfig.from_params({"servers": ["triton", "custom"], "protocol": "grpc"}))
-    with pytest.raises(ConfigError, match="protocol='http2'"):
-        RunConfig.from_params({"protocol": "http2"})
+    with pytest.raises(ConfigError, match="protocols='http2'"):
+        RunConfig.from_params({"protocols": ["http2"]})
 
 
 def test_load_endpoint_is_the_grpc_port_for_the_grpc_protocol():
@@ -112,15 +115,13 @@ def test_load_endpoint_is_the_grpc_port_for_the_grpc_protocol():
     assert load_endpoint(live, "kserve_v2_rest") is endpoint
     grpc_endpoint = load_endpoint(live, "kserve_v2_grpc")
     assert (grpc_endpoint.port, grpc_endpoint.protocol) == (8001, "kserve_v2_grpc")
-    with pytest.raises(ConfigError, match="server 'custom' speaks 'kserve_v2_rest'"):
+    with pytest.raises(ConfigError, match="server 'custom' speaks \\['kserve_v2_binary', 'kserve_v2_rest'\\]"):
         load_endpoint(SimpleNamespace(endpoint=endpoint, server=get_server("custom")), "kserve_v2_grpc")
 
 
 @pytest.fixture(scope="module")
 def triton_grpc(mlp_onnx, mlp_spec, tmp_path_factory):
     """One Triton for the gRPC load tests: (server, live session, gRPC endpoint)."""
-    from dataclasses import replace
-
     from tasks.serve.launchers.process import ProcessLauncher
     from tasks.serve.servers.triton import TritonServer
     from tasks.serve.session import SessionSettings, server_session
@@ -130,7 +131,7 @@ def triton_grpc(mlp_onnx, mlp_spec, tmp_path_factory):
     with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(),
                         SessionSettings(run_id="test-loadgen-grpc", session_id="loadgen-triton-grpc", log_dir=log_dir,
                                         ready_timeout_s=READY_TIMEOUT_S)) as live:
-        yield server, live, replace(live.endpoint, port=live.endpoint.ports["grpc"], protocol=server.grpc_protocol)
+        yield server, live, server.wire_endpoint(live.endpoint, server.wires["grpc"].codec)
 
 
 @pytest.mark.integration

@@ -81,7 +81,7 @@ def test_the_digest_dag_reads_the_run_named_by_the_asset_event(s3_env, bucket):
     assert digest["best"][0]["server"] == "custom"
     assert digest["best"][0]["throughput_rps"] == pytest.approx(frame["throughput_rps"].max())
     markdown = store.get(f"eval/digests/dt={manifest['logical_date'][:10]}/{digest_name}.md").decode()
-    assert "| mlp | 1 | custom/onnx |" in markdown
+    assert "| mlp | 1 | custom/onnx over json |" in markdown  # the best stack and its wire
 
 
 def test_a_bucket_typo_fails_the_plan_step_before_any_conversion_or_server(s3_env, bucket):

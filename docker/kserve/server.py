@@ -1,5 +1,8 @@
 """Entry point of the `kserve` runtime: one model behind a KServe 0.21 ModelServer (REST v1/v2 and gRPC v2).
 
+v2 REST takes JSON tensors or the binary tensor data extension (KServe's own `InferRequest.from_bytes`); outputs
+go back as raw bytes when the request asks for them (or over gRPC with raw inputs), else as JSON.
+
     python docker/kserve/server.py --model_dir DIR --model_name NAME --http_port P --grpc_port G \
         [--bind_host 127.0.0.1] [--threads 1] [--enable_latency_logging false]
 
@@ -104,15 +107,20 @@ class ServedModel(kserve.Model):
 
     def predict(self, payload, headers=None, response_headers=None):
         specs = self.config["inputs"]
-        if isinstance(payload, InferRequest):  # v2 REST and v2 gRPC
+        if isinstance(payload, InferRequest):  # v2 REST (JSON or binary tensors) and v2 gRPC
             given = {i.name: i.as_numpy() for i in payload.inputs}
             arrays = {t["name"]: np.ascontiguousarray(given[t["name"]], dtype=t["dtype"]) for t in specs}
+            # the outputs as raw bytes (set_data_from_numpy's default); KServe's own encoders then write them in the
+            # request's wire: JSON lists, the binary tensor data extension when asked for, raw_output_contents over
+            # gRPC (an ndarray left in `data` breaks 0.21's to_grpc)
             infer_outputs = []
             for name, y in self.run(arrays).items():
                 out = InferOutput(name=name, shape=list(y.shape), datatype=NP_TO_V2[y.dtype.name])
-                out.set_data_from_numpy(y, binary_data=False)
+                out.set_data_from_numpy(y)
                 infer_outputs.append(out)
-            return InferResponse(response_id=payload.id or "", model_name=self.name, infer_outputs=infer_outputs)
+            return InferResponse(response_id=payload.id or "", model_name=self.name, infer_outputs=infer_outputs,
+                                 use_binary_outputs=payload.use_binary_outputs,
+                                 requested_outputs=payload.request_outputs)
         # v1 REST: {"instances": [...]} (one input) -> {"predictions": [...]} (one output)
         if len(specs) != 1:
             raise ValueError("the v1 protocol serves single-input models only; use v2")

@@ -80,7 +80,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for session in plan.sessions:
         print(f"session {session.session_id}")
         for cell in session.cells:
-            print(f"  {cell.cell_id:<60} {cell.protocol}")
+            wire = f"{cell.wire or 'json'}: {cell.protocol}" if not cell.skip else f"skipped: {cell.skip}"
+            print(f"  {cell.cell_id:<66} {wire}")
     return EXIT_OK
 
 

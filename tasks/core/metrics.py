@@ -74,6 +74,18 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     # the served-output check before load and the artifact's parity: worst |a-b| / (atol + rtol*|b|), <= 1 passes
     Metric("served_err_ratio", "× tolerance", LOWER, "Served-output error"),
     Metric("max_err_ratio", "× tolerance", LOWER, "Parity error"),
+    # what a request weighs on its wire: its payload (an HTTP body, a gRPC message) and its response's
+    Metric("request_bytes", "bytes", LOWER, "Request payload"),
+    Metric("response_bytes", "bytes", LOWER, "Response payload"),
+    # where a request's time goes, per request as the stack reports it (tasks.loadgen.measurement.ServerTiming)
+    Metric("server_ms", "ms", LOWER, "Inside the server"),
+    Metric("queue_ms", "ms", LOWER, "Queue"),
+    Metric("decode_ms", "ms", LOWER, "Request decode"),
+    Metric("infer_ms", "ms", LOWER, "Inference"),
+    Metric("encode_ms", "ms", LOWER, "Response encode"),
+    Metric("outside_ms", "ms", LOWER, "Outside the server"),
+    # derived in the report: 100 x (1 - JSON's throughput / the best wire's), what JSON costs a stack
+    Metric("json_tax_pct", "%", LOWER, "JSON tax"),
 )}
 
 

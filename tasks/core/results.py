@@ -15,10 +15,17 @@ from tasks.core.metrics import METRICS
 
 SCHEMA_VERSION = "1.5"  # what each version changed: SCHEMA_CHANGES
 STATUSES = ("ok", "failed", "skipped")
-CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id")
+CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id", "protocol")
 SESSION_KEY = CELL_KEY[:5]  # model, format, server, launcher, device: what one server session serves and where
 POINT_KEY = (*CELL_KEY[:8], "protocol")  # a planned point: the cell key before a configuration, and its wire
 DEFAULT_CONFIG_ID = "default"  # the `config_id` of an untuned server's rows (tasks/serve/knobs.py)
+# The kinds of wire a stack is spoken to over (the `wire` column): tensors as JSON text over REST, as bytes over
+# REST (KServe v2 binary tensor data extension, raw bodies), or as bytes in gRPC messages.
+WIRES = ("json", "binary", "grpc")
+# What rows published before 1.1 (no `protocol`) were measured over: each server's REST JSON codec of then. A fact
+# about those rows, fixed here, so the cell key of an old row never depends on what a server speaks today.
+LEGACY_PROTOCOLS = {"triton": "kserve_v2_rest", "kserve": "kserve_v2_rest", "custom": "kserve_v2_rest",
+                    "torchserve": "torchserve_rest", "bentoml": "bentoml_json", "tfserving": "tfserving_rest"}
 
 STRING, INT, FLOAT, BOOL = "string", "Int64", "Float64", "boolean"  # the pandas dtypes a column may have
 ARROW_TYPE_NAMES = {STRING: "string", INT: "int64", FLOAT: "double", BOOL: "bool"}  # each one's Arrow type, always
@@ -99,8 +106,13 @@ CONTRACT: tuple[Column, ...] = (
         _col("server_version", STRING, "the server's version as it reported it"),
         _col("runtime_image", STRING, "the container image or runtime venv the server ran in"),
         _col("engine", STRING, "the inference engine the server ran the format with (e.g. onnxruntime)"),
-        _col("protocol", STRING, "the request codec spoken (kserve_v2_rest, kserve_v2_grpc, ...); rows before 1.1 "
-                                 "(empty) measured the server's REST protocol", since="1.1"),
+        _col("protocol", STRING, "the request codec spoken (kserve_v2_rest, kserve_v2_binary, kserve_v2_grpc, "
+                                 "torchserve_raw, ...): part of the cell key since 1.5; rows before 1.1 (empty) "
+                                 "measured the server's REST JSON codec; a cell skipped because its stack has no such "
+                                 "wire holds the wire's name", since="1.1"),
+        _col("wire", STRING, "the kind of wire: `json` (REST, tensors as JSON text), `binary` (REST, tensors as bytes: "
+                             "the KServe v2 binary tensor data extension, raw bodies) or `grpc`; rows before 1.5 "
+                             "(empty) are json unless their protocol is a gRPC one", since="1.5"),
         _col("runtime_image_kind", STRING, "`official` (a registry's image), `project` (built by `make images`) or "
                                            "`venv`", since="1.3"),
         _col("config_id", STRING, "short id of the serving configuration (knob values); `default` when untuned "
@@ -171,6 +183,28 @@ CONTRACT: tuple[Column, ...] = (
         _col("engine_inprocess_rps", FLOAT, "the engine's own speed in process on the server's CPUs with its threads "
                                             "(tasks/measure/engine_speed.py): the ceiling a stack serving the same "
                                             "engine is read against", "req/s", since="1.3"),
+        _metric("request_bytes", "the payload of one request: its HTTP body or its gRPC message (HTTP headers and "
+                                 "HTTP/2 framing not counted)", since="1.5"),
+        _metric("response_bytes", "the mean payload of a successful response, counted the same way", since="1.5"),
+    ),
+    *_columns(
+        "Where a request's time goes",
+        _metric("server_ms", "the server's own total per request over the measured window, as the stack reports it "
+                             "(`breakdown_source`); null where it reports none", since="1.5"),
+        _metric("queue_ms", "per request, waiting in the server's queue before its model runs; null where not "
+                            "reported", since="1.5"),
+        _metric("decode_ms", "per request, decoding the request into the engine's inputs; null where not reported",
+                since="1.5"),
+        _metric("infer_ms", "per request, the engine (for a batch, its whole time, counted for each of its "
+                            "requests); null where not reported", since="1.5"),
+        _metric("encode_ms", "per request, encoding the outputs into the response; null where not reported",
+                since="1.5"),
+        _metric("outside_ms", "latency_ms_mean - server_ms: the client, the network and whatever the server does "
+                              "outside its own total (its front end's reading and writing of the body, where the "
+                              "source says so); null without server_ms", since="1.5"),
+        _col("breakdown_source", STRING, "what the breakdown was read from (Triton's statistics extension, "
+                                         "TorchServe's, KServe's, BentoML's or TF Serving's Prometheus metrics, the "
+                                         "custom service's own timing), or `none reported: <why>`", since="1.5"),
     ),
     *_columns(
         "Resources",
@@ -224,15 +258,24 @@ SCHEMA_CHANGES = {
            "`run_id` keeps the real id) and every column has one Arrow type in every file, written from this "
            "contract (strings `string`, never `large_string`; integers `int64`, also when all are null)",
     "1.5": "the inputs of each cell and their hash (what the regression duet compares), the server's CPU time per "
-           "request",
+           "request; `wire`, `protocol` in the cell key (a row before 1.1, without one, keys as its server's REST "
+           "JSON codec), request and response payload bytes, where a request's time goes (`server_ms`, `queue_ms`, "
+           "`decode_ms`, `infer_ms`, `encode_ms`, `outside_ms`, `breakdown_source`)",
 }
 
 
 
+def row_protocol(row: dict[str, Any]) -> str:
+    """The protocol (codec) a row was measured over; rows from before schema 1.1 (none) used their server's REST
+    JSON codec (LEGACY_PROTOCOLS), and a server unknown then has "" (its old rows compare among themselves)."""
+    return str(row.get("protocol") or LEGACY_PROTOCOLS.get(str(row.get("server")), ""))
+
+
 def cell_key(row: dict[str, Any]) -> tuple:
     """The cell key of a row (or a planned cell's fields): the one spelling of it. Rows from before schema 1.3 (no
-    `config_id`) ran the default configuration."""
-    return tuple((row.get(k) or DEFAULT_CONFIG_ID) if k == "config_id" else row.get(k) for k in CELL_KEY)
+    `config_id`) ran the default configuration; rows from before 1.1 (no `protocol`) their server's REST JSON."""
+    return tuple((row.get(k) or DEFAULT_CONFIG_ID) if k == "config_id" else row_protocol(row) if k == "protocol"
+                 else row.get(k) for k in CELL_KEY)
 
 
 def empty_row() -> dict[str, Any]:

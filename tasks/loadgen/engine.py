@@ -57,6 +57,8 @@ class _Driver:
         self.host, self.port, self.settings = host, port, settings
         self.request = codec.request_bytes()
         self.check = codec.check
+        self.request_bytes = codec.payload_size(self.request)
+        self.response_bytes = 0  # the payload bytes of every successful response, summed
         self.scheduled, self.sent, self.done = array("q"), array("q"), array("q")
         self.codes = array("b")
         self.slots: array | None = None  # the closed loop's slot of each request (recording.Recording.slots)
@@ -207,6 +209,7 @@ class _Driver:
             stopped_early=self.stopped_early, generator_late=self.generator_late,
             slots=None if self.slots is None else np.frombuffer(self.slots, dtype=np.int32).copy(),
             first_error=self.first_error, first_error_ns=self.first_error_ns,
+            request_bytes=self.request_bytes, response_bytes=self.response_bytes,
         )
 
     def close_all(self) -> None:
@@ -239,6 +242,8 @@ class _ClosedLoop(_Driver):
         self.slots.append(conn.slot)
         if code:
             self.note_response_error(code, status, body, done)
+        else:
+            self.response_bytes += len(body)
         if done < self.end:
             conn.send(self.request, 0)
         elif self.finished is not None:
@@ -456,6 +461,8 @@ class _OpenLoop(_Scheduled, _Driver):
         self.codes.append(code)
         if code:
             self.note_response_error(code, status, body, done)
+        else:
+            self.response_bytes += len(body)
         self._next(conn, done)
 
     def replace(self, conn: HttpConnection) -> None:

@@ -1,7 +1,8 @@
-"""The gRPC engine: the closed and open loops of `engine.py` over grpc.aio channels (KServe v2 gRPC).
+"""The gRPC engine: the closed and open loops of `engine.py` over grpc.aio channels (any gRPC codec).
 
-The request is the codec's serialized message, encoded once and sent as is on a unary-unary method without
-serializers (bytes in, bytes out: no protobuf is built per request). Per call it records the same flat
+The request is the codec's serialized message, encoded once and sent as is on the codec's unary-unary method
+(`Codec.grpc_method`: KServe v2 ModelInfer, TorchServe Predictions, TF Serving Predict) without serializers
+(bytes in, bytes out: no protobuf is built per request). Per call it records the same flat
 arrays as the HTTP engine (scheduled send, actual send, completion, error kind), so the `Recording` it
 returns is summarized, merged across workers and persisted unchanged.
 
@@ -39,7 +40,6 @@ from tasks.loadgen.engine import (
     arrival_schedule_ns,
 )
 from tasks.loadgen.protocols.base import CONNECTION, TIMEOUT, Codec
-from tasks.loadgen.protocols.kserve_v2_grpc import MODEL_INFER_METHOD
 from tasks.loadgen.recording import NO_SLOT, Recording
 from tasks.loadgen.settings import LoadSettings
 
@@ -66,7 +66,7 @@ class _GrpcDriver(_Driver):
         super().__init__(host, port, codec, settings, 0)
         self.channels = [grpc.aio.insecure_channel(f"{host}:{port}", options=CHANNEL_OPTIONS)
                          for _ in range(channels)]
-        self.calls = [channel.unary_unary(MODEL_INFER_METHOD) for channel in self.channels]
+        self.calls = [channel.unary_unary(codec.grpc_method) for channel in self.channels]
         self.next_call = 0
         self.in_flight: dict[int, tuple[int, int]] = {}  # call number -> (scheduled, sent)
         self.call_number = 0
@@ -96,7 +96,9 @@ class _GrpcDriver(_Driver):
             body = await call(self.request, timeout=self.settings.request_timeout_s)
             code = self.check(0, body)
             if code:
-                detail = f"unexpected ModelInferResponse ({len(body)} bytes)"
+                detail = f"unexpected response message ({len(body)} bytes)"
+            else:
+                self.response_bytes += len(body)
         except grpc.aio.AioRpcError as exc:
             code = self.check(exc.code().value[0], b"")
             detail = f"gRPC {exc.code().name}: {exc.details()}"

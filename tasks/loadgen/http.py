@@ -163,9 +163,10 @@ class HttpConnection(asyncio.Protocol):
 
 
 def build_request(method: str, host: str, port: int, path: str, body: bytes = b"",
-                  content_type: str = "application/json") -> bytes:
-    """Encode one complete HTTP/1.1 request, once, for reuse on every send."""
+                  content_type: str = "application/json", headers: dict[str, str] | None = None) -> bytes:
+    """Encode one complete HTTP/1.1 request, once, for reuse on every send (`headers`: more header lines)."""
     head = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: keep-alive"]
     if body or method in ("POST", "PUT"):
         head += [f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
+    head += [f"{name}: {value}" for name, value in (headers or {}).items()]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body

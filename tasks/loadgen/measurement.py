@@ -80,6 +80,36 @@ class ServerCounts:
         return self.server_requests / span_s if span_s > 0 else None
 
 
+TIMING_PARTS = ("queue_ms", "decode_ms", "infer_ms", "encode_ms")  # a request's time inside the server, in order
+
+
+@dataclass(frozen=True)
+class ServerTiming:
+    """What the server itself says its requests' time went to over the measured window: per request means (ms).
+
+    Built from the increases of cumulative sums a server exposes (`requests` timed, `server_ms` their total inside
+    the server, and any of TIMING_PARTS: waiting in its queue, decoding the request into the engine's inputs, the
+    engine, encoding the outputs into the response). A part the server does not report is None, never 0; so is a
+    sum that did not grow at all while the server timed requests (TorchServe counts its gRPC requests but adds
+    their time to none of its latency counters): a real duration summed over requests is never exactly zero.
+    """
+
+    requests: float
+    server_ms: float | None = None
+    queue_ms: float | None = None
+    decode_ms: float | None = None
+    infer_ms: float | None = None
+    encode_ms: float | None = None
+
+    @classmethod
+    def from_deltas(cls, deltas: dict[str, float]) -> ServerTiming | None:
+        """From the window's increases (keys `requests`, `server_ms`, TIMING_PARTS); None without timed requests."""
+        count = deltas.get("requests")
+        if not count or count <= 0:
+            return None
+        return cls(count, **{k: deltas[k] / count for k in ("server_ms", *TIMING_PARTS) if deltas.get(k, 0) > 0})
+
+
 @dataclass(frozen=True)
 class Measurement:
     duration_s: float
@@ -121,6 +151,15 @@ class Measurement:
     censored: int = 0  # latency samples of requests that timed out or were never sent (at their lower bound)
     omitted: int = 0  # closed loop: requests a stalled slot would have sent (coordinated omission), as samples
     first_error: str = ""  # the message of the earliest failed request
+    request_bytes: int | None = None  # the payload of one request: its HTTP body or gRPC message
+    response_bytes: float | None = None  # the mean payload of a successful response
+    server_timed_requests: float | None = None  # the requests the server's timings (below) are over
+    server_ms: float | None = None  # the server's own total per request, where it reports one
+    queue_ms: float | None = None
+    decode_ms: float | None = None
+    infer_ms: float | None = None
+    encode_ms: float | None = None
+    outside_ms: float | None = None  # latency_ms_mean - server_ms: the client, the network and the server's front
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -253,7 +292,7 @@ def throughput_windows(recording: Recording, settings: LoadSettings) -> tuple[np
 
 
 def summarize(recording: Recording, settings: LoadSettings, latency_from: str = "sent",
-              server: ServerCounts | None = None) -> Measurement:
+              server: ServerCounts | None = None, timing: ServerTiming | None = None) -> Measurement:
     measured = measured_mask(recording)
     codes = recording.codes[measured]
     requests = int(measured.sum())
@@ -290,6 +329,11 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
     def pct(q: float) -> float | None:
         return weighted_percentile(lat, weights, q) if lat.size else None
 
+    mean_ms = float(np.average(lat, weights=weights)) if lat.size else None
+    ok_total = int((recording.codes == OK).sum())
+    parts = {k: getattr(timing, k) for k in ("server_ms", *TIMING_PARTS)} if timing else {}
+    outside = mean_ms - parts["server_ms"] if mean_ms is not None and parts.get("server_ms") is not None else None
+
     return Measurement(
         duration_s=duration_s, requests=requests, errors=errors,
         error_rate=errors / requests if requests else 0.0,
@@ -297,7 +341,7 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         timeouts=int((codes == TIMEOUT).sum()),
         warmup_requests=int((recording.scheduled_ns < recording.warmup_end_ns).sum()),
         throughput_rps=throughput_rps, throughput_sps=completed * settings.batch_size / duration_s,
-        latency_ms_mean=float(np.average(lat, weights=weights)) if lat.size else None,
+        latency_ms_mean=mean_ms,
         **{f"latency_ms_{k}": pct(q) for k, q in PERCENTILES.items()},
         latency_ms_max=float(lat.max()) if lat.size else None,
         latency_from=latency_from, windows=n_windows, window_throughput_rps=tuple(float(v) for v in window_rps),
@@ -313,4 +357,7 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         server_client_requests=server.client_requests if server else None,
         window_basis=basis, throughput_rps_ci_low=ci_low, throughput_rps_ci_high=ci_high,
         censored=censored, omitted=max(0, omitted), first_error=recording.first_error,
+        request_bytes=recording.request_bytes or None,
+        response_bytes=recording.response_bytes / ok_total if ok_total and recording.response_bytes else None,
+        server_timed_requests=timing.requests if timing else None, **parts, outside_ms=outside,
     )

@@ -47,6 +47,8 @@ class Recording:
     slots: np.ndarray | None = None
     first_error: str = ""
     first_error_ns: int = -1
+    request_bytes: int = 0  # the payload of one request (an HTTP body, a gRPC message): the same for every request
+    response_bytes: int = 0  # the payloads of every successful response, summed (their count: codes == OK)
     meta: dict = field(default_factory=dict)
 
     def save(self, path: str) -> None:
@@ -57,6 +59,7 @@ class Recording:
                             worker_cpu_pct=np.array(self.worker_cpu_pct, dtype=np.float64),
                             flags=np.array([self.workers, int(self.stopped_early), self.generator_late]),
                             first_error=np.array([self.first_error]), first_error_ns=np.array([self.first_error_ns]),
+                            payload_bytes=np.array([self.request_bytes, self.response_bytes], dtype=np.int64),
                             **extra)
 
     @classmethod
@@ -69,7 +72,9 @@ class Recording:
                        wall, workers, tuple(float(v) for v in data["worker_cpu_pct"]), bool(stopped), generator_late,
                        slots=data["slots"] if "slots" in data else None,
                        first_error=str(data["first_error"][0]) if "first_error" in data else "",
-                       first_error_ns=int(data["first_error_ns"][0]) if "first_error_ns" in data else -1)
+                       first_error_ns=int(data["first_error_ns"][0]) if "first_error_ns" in data else -1,
+                       **({"request_bytes": int(data["payload_bytes"][0]),
+                           "response_bytes": int(data["payload_bytes"][1])} if "payload_bytes" in data else {}))
 
     @classmethod
     def merge(cls, parts: list[Recording]) -> Recording:
@@ -103,6 +108,7 @@ class Recording:
             generator_late=sum(p.generator_late for p in parts),
             slots=slots,
             first_error=errors[0][1] if errors else "", first_error_ns=errors[0][0] if errors else -1,
+            request_bytes=max(p.request_bytes for p in parts), response_bytes=sum(p.response_bytes for p in parts),
         )
 
 

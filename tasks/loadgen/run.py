@@ -35,7 +35,7 @@ from tasks.core.paths import REPO_ROOT
 from tasks.core.spec import ModelSpec, make_inputs
 from tasks.loadgen import engine as http_engine
 from tasks.loadgen.engine import arrival_schedule_ns
-from tasks.loadgen.measurement import Measurement, ServerCounts, summarize
+from tasks.loadgen.measurement import Measurement, ServerCounts, ServerTiming, summarize
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import OK
 from tasks.loadgen.recording import Recording, window_stable
@@ -75,11 +75,14 @@ def worker_share(settings: LoadSettings, index: int) -> dict:
 def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSettings, workdir: Path, *,
                    arrival: str | None = None, cpus: tuple[int, ...] = (),
                    counters: Callable[[], float] | None = None,
+                   timings: Callable[[], dict[str, float]] | None = None,
                    progress: Callable[[str], object] | None = None,
                    agree_start: Callable[[int], int] | None = None) -> tuple[Measurement, Path]:
     """Drive `endpoint` at one load point; return the summary and the path of the merged raw recording.
 
-    `counters`, when given, returns the server's cumulative count of successful requests. `progress`, when
+    `counters`, when given, returns the server's cumulative count of successful requests; `timings`, the
+    server's own cumulative time per part of a request (`measurement.ServerTiming`), scraped at both ends of the
+    measured time (a scrape that fails leaves the point without them, never fails it). `progress`, when
     given, receives one line per measured window as the load point runs (see `WindowProgress`). `agree_start`,
     when given, turns this load point's proposed start (CLOCK_MONOTONIC ns, once its workers are ready) into the
     start it shares with another load point run at the same time (a duet: `StartRendezvous`).
@@ -99,7 +102,7 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     }))
     limit_s = settings.warmup_s + settings.duration_s + settings.request_timeout_s + PROCESS_GRACE_S
     procs: list[subprocess.Popen] = []
-    scraper: _CounterScraper | None = None
+    scraper: _ServerScraper | None = None
     try:
         for index in range(settings.workers):
             affinity = (cpus[index % len(cpus)],) if len(cpus) >= settings.workers > 1 else cpus
@@ -116,8 +119,8 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
         start_ns = time.monotonic_ns() + START_LEAD_NS
         if agree_start is not None:
             start_ns = agree_start(start_ns)
-        if counters is not None:
-            scraper = _CounterScraper(counters, start_ns, settings)
+        if counters is not None or timings is not None:
+            scraper = _ServerScraper(server_probe(counters, timings), start_ns, settings)
         # the workers' stdout is always drained (a full pipe would block a worker mid-load)
         windows = WindowProgress(settings, progress or (lambda line: None))
         readers = []
@@ -146,9 +149,30 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     parts = [Recording.load(str(workdir / f"recording{i}.npz")) for i in range(settings.workers)]
     recording = Recording.merge(parts)
     recording.save(str(workdir / "recording.npz"))
-    server = scraper.counts(recording) if scraper is not None else None
+    server = scraper.counts(recording) if scraper is not None and counters is not None else None
+    timing = scraper.timing() if scraper is not None and timings is not None else None
     latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
-    return summarize(recording, settings, latency_from=latency_from, server=server), workdir / "recording.npz"
+    return (summarize(recording, settings, latency_from=latency_from, server=server, timing=timing),
+            workdir / "recording.npz")
+
+
+COUNT = "count"  # the probe's key for the `counters` value
+
+
+def server_probe(counters: Callable[[], float] | None,
+                 timings: Callable[[], dict[str, float]] | None) -> Callable[[], dict[str, float]]:
+    """One scrape of what the server reports: its success counter (errors propagate: the counter is checked
+    against the client's) and its timings (a failed scrape is none: a breakdown is never worth a load point)."""
+    def probe() -> dict[str, float]:
+        values = {COUNT: float(counters())} if counters is not None else {}
+        if timings is not None:
+            try:
+                values.update({f"timing.{k}": float(v) for k, v in (timings() or {}).items()})
+            except (OSError, ValueError, KeyError):
+                pass
+        return values
+
+    return probe
 
 
 class StartRendezvous:
@@ -260,22 +284,23 @@ class WindowProgress:
                 f"{'yes' if stable else 'no'}")
 
 
-class _CounterScraper:
-    """Scrapes a server counter before the start, at both ends of the measured time, and after the load point."""
+class _ServerScraper:
+    """Scrapes what the server reports (`server_probe`) before the start, at both ends of the measured time, and
+    after the load point."""
 
-    def __init__(self, counters: Callable[[], float], start_ns: int, settings: LoadSettings) -> None:
-        self.counters, self.start_ns = counters, start_ns
-        self.samples: dict[str, tuple[int, float]] = {"before": self._scrape()}
+    def __init__(self, probe: Callable[[], dict[str, float]], start_ns: int, settings: LoadSettings) -> None:
+        self.probe, self.start_ns = probe, start_ns
+        self.samples: dict[str, tuple[int, dict[str, float]]] = {"before": self._scrape()}
         self.window = (start_ns + int(settings.warmup_s * 1e9),
                        start_ns + int((settings.warmup_s + settings.duration_s) * 1e9))
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def _scrape(self) -> tuple[int, float]:
+    def _scrape(self) -> tuple[int, dict[str, float]]:
         before = time.monotonic_ns()
-        value = float(self.counters())
-        return (before + time.monotonic_ns()) // 2, value
+        values = self.probe()
+        return (before + time.monotonic_ns()) // 2, values
 
     def _run(self) -> None:
         for name, at_ns in zip(("window_start", "window_end"), self.window, strict=True):
@@ -299,14 +324,27 @@ class _CounterScraper:
         ok = recording.codes == OK
         in_window = ok & (recording.done_ns >= w0) & (recording.done_ns < w1)
         return ServerCounts(window_start_ns=w0, window_end_ns=w1,
-                            server_requests=s["window_end"][1] - s["window_start"][1],
+                            server_requests=s["window_end"][1][COUNT] - s["window_start"][1][COUNT],
                             client_requests=int(in_window.sum()),
-                            server_requests_total=s["after"][1] - s["before"][1],
+                            server_requests_total=s["after"][1][COUNT] - s["before"][1][COUNT],
                             client_requests_total=int(ok.sum()))
+
+    def timing(self) -> ServerTiming | None:
+        """The server's own timings over the measured window (both scrapes answered), else None."""
+        if not {"window_start", "window_end"} <= self.samples.keys():
+            return None
+        start, end = (self.samples[k][1] for k in ("window_start", "window_end"))
+        deltas = {key.removeprefix("timing."): end[key] - start[key] for key in end
+                  if key.startswith("timing.") and key in start}
+        return ServerTiming.from_deltas(deltas)
 
 
 def output_shapes(spec: ModelSpec, batch_size: int) -> dict[str, tuple[int, ...]]:
     return {t.name: (batch_size, *t.shape[1:]) for t in spec.outputs}
+
+
+def output_dtypes(spec: ModelSpec) -> dict[str, str]:
+    return {t.name: t.dtype for t in spec.outputs}
 
 
 def make_codec(job: dict, settings: LoadSettings):
@@ -314,7 +352,8 @@ def make_codec(job: dict, settings: LoadSettings):
     spec = ModelSpec.from_dict(job["spec"]) if job.get("spec") else None
     inputs = make_inputs(spec, settings.batch_size) if spec else {}
     shapes = output_shapes(spec, settings.batch_size) if spec else {}
-    return get_codec(job["protocol"])(job["host"], job["port"], job["model_name"], inputs, shapes)
+    return get_codec(job["protocol"])(job["host"], job["port"], job["model_name"], inputs, shapes,
+                                      output_dtypes(spec) if spec else {})
 
 
 def event_loop_runner() -> Callable:

@@ -64,6 +64,7 @@ class DuetSettings:
     log_dir: Path
     launcher: Launcher
     loads: tuple[LoadSettings, ...]  # the load points of the cells the duet compares, each its own pairs
+    protocols: tuple[str | None, ...] = ()  # each load point's codec (its cell's wire); none: the server's REST JSON
     server_cpus: tuple[int, ...] = ()
     generator_cpus: tuple[int, ...] = ()
     memory: str | None = None
@@ -110,11 +111,12 @@ def _figures(measurement, sampler) -> dict:
             "generator_cpu_pct": measurement.generator_cpu_pct, "server_cpu_pct": cpu_pct}
 
 
-def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, load: LoadSettings, workdir: Path,
-                rendezvous: StartRendezvous, out: dict, errors: dict) -> None:
+def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, load: LoadSettings, protocol: str | None,
+                workdir: Path, rendezvous: StartRendezvous, out: dict, errors: dict) -> None:
     try:
+        endpoint = live.server.wire_endpoint(live.endpoint, protocol)
         with sampler_for(live.handle) as sampler:
-            measurement, _ = run_load_point(live.endpoint, side.spec, load, workdir,
+            measurement, _ = run_load_point(endpoint, side.spec, load, workdir,
                                             cpus=settings.generator_cpus, agree_start=rendezvous.agree)
         out[side.label] = _figures(measurement, sampler)
     except BaseException as exc:  # noqa: BLE001 - reported by the caller; the other side's rendezvous breaks too
@@ -126,14 +128,15 @@ def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str
              settings: DuetSettings, scratch: Path) -> tuple[DuetPair | None, str | None]:
     """One simultaneous load point of both sides (the first of `sides` starts its generator first)."""
     load = settings.loads[load_index]
+    protocol = settings.protocols[load_index] if load_index < len(settings.protocols) else None
     rendezvous = StartRendezvous(len(sides))
     out: dict[str, dict] = {}
     errors: dict[str, str] = {}
     threads = []
     for side in sides:
         workdir = Path(tempfile.mkdtemp(prefix=f"duet-{side.label}-", dir=scratch))
-        thread = threading.Thread(target=_load_point, args=(side, lives[side.label], settings, load, workdir,
-                                                            rendezvous, out, errors), daemon=True)
+        thread = threading.Thread(target=_load_point, args=(side, lives[side.label], settings, load, protocol,
+                                                            workdir, rendezvous, out, errors), daemon=True)
         thread.start()
         threads.append(thread)
     limit_s = load.warmup_s + load.duration_s + load.request_timeout_s + 120.0

@@ -1,10 +1,17 @@
-"""One server session measured: start the server, check what it serves, run each of its load points, always
-stop it.
+"""One server session measured: start the server, check what it serves over each wire its cells use, run each of
+its load points, always stop it.
 
 Every planned cell comes back as a row: `ok` with its figures, or `failed`/`skipped` with a reason, judged by
 `tasks.validate.outcome` (the server alive and ready after each point *before* its row is accepted, errors within
-`max_error_rate`, served outputs matching the reference). A server that dies or hangs is restarted once and
-the remaining points run on the new one. A failure in one cell never loses the cells already measured.
+`max_error_rate`, served outputs matching the reference over the cell's own wire). A cell planned skipped (its
+server lacks the wire) is a `skipped` row with the plan's reason, and a session of only those starts nothing. A
+server that dies or hangs is restarted once and the remaining points run on the new one. A failure in one cell
+never loses the cells already measured.
+
+Each row also carries the payload bytes of its requests and responses and, where the stack reports it, where a
+request's time went (`Server.server_timings`, scraped at both ends of the measured window: queue, decode,
+infer, encode, the server's total, and the rest of the client's latency outside it) with `breakdown_source`
+saying what was read, or that nothing was.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.convert import Artifact, local_artifact
@@ -52,7 +59,9 @@ MEASUREMENT_COLUMNS = (
     "generator_saturated",
     "warmup_requests", "timeouts", "stopped_early", "schedule_lag_ms_p99", "generator_cpu_us_per_request", "workers",
     "latency_hdr", "server_requests", "server_throughput_rps", "throughput_rps_ci_low", "throughput_rps_ci_high",
+    "request_bytes", "response_bytes", "server_ms", "queue_ms", "decode_ms", "infer_ms", "encode_ms", "outside_ms",
 )
+NONE_REPORTED = "none reported"  # breakdown_source of a row whose stack reported no timing
 READY_AFTER_POINT_S = 5.0  # after a load point the server must answer its readiness probe within this
 SERVER_FAILED = "_server_failed"  # a row's private mark: its point found the server dead or hung (not published)
 
@@ -64,8 +73,18 @@ def base_row(run: dict, cell: Cell) -> dict:
     row.update(run["code"])
     row.update(run["host"])
     row.update({k: DEFAULT_CONFIG_ID if k == "config_id" else getattr(cell, k) for k in CELL_KEY})
-    row["protocol"] = cell.protocol
+    row["wire"] = cell_wire(cell)
     return row
+
+
+def cell_wire(cell: Cell) -> str:
+    """The cell's wire; a cell of a plan written before wires: its protocol's, on its server (json when unknown)."""
+    if cell.wire:
+        return cell.wire
+    try:
+        return get_server(cell.server).wire_of(cell.protocol) or "json"
+    except ConfigError:
+        return "json"
 
 
 def not_measured(run: dict, cell: Cell, status: str, reason: str, **extra: object) -> dict:
@@ -113,7 +132,7 @@ def measure_session(session: Session, conversions: list[dict], run: dict, config
         ctx = SessionContext(session, run, config, budget, *prepared)
         options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
                                  device=config.device, cpus=budget.cpu_count, images=config.images)
-        speeds = _engine_speeds(ctx, options)
+        speeds = _engine_speeds(ctx, options) if any(not c.skip for c in session.cells) else {}
         knobs = get_server(session.server).knobs
         if config.tune == "off" or not knobs or session.role == "control":  # the control is never tuned
             out = _serve(ctx, options, DEFAULT_CONFIG_ID, knob_values(options, knobs))
@@ -247,32 +266,39 @@ def stack_inputs(ctx: SessionContext, server, options: ServingOptions, live: Liv
 def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict) -> dict:
     """One server life with `options` (configuration `cid`): start, check what it serves, every load point, stop."""
     session, run, config = ctx.session, ctx.run, ctx.config
-    cells = session.cells
     session_id = session.session_id if cid == DEFAULT_CONFIG_ID else f"{session.session_id}@{cid}"
     timeline: dict = {"session_id": session_id, "server": session.server, "config_id": cid,
                       "host": run.get("measuring_host"), "cells": {}}
     tag = {"config_id": cid, "config": json.dumps(values, sort_keys=True)}
     server = get_server(session.server, options)
+    unspoken = [not_measured(run, c, "skipped", c.skip, model_sha256=ctx.artifact.sha256, **tag)
+                for c in session.cells if c.skip]  # the server lacks the cell's wire: never another wire
+    cells = tuple(c for c in session.cells if not c.skip)
     skip = server.skip_reason(config.launcher, fmt=session.format, spec=ctx.spec)
-    if skip:
-        return {"rows": [not_measured(run, c, "skipped", skip, model_sha256=ctx.artifact.sha256, **tag)
-                         for c in cells], "timeline": timeline}
-    rows: list[dict] = []
+    if skip or not cells:
+        return {"rows": unspoken + [not_measured(run, c, "skipped", skip, model_sha256=ctx.artifact.sha256, **tag)
+                                    for c in cells], "timeline": timeline}
+    rows: list[dict] = unspoken
     measured: set[str] = set()  # cell ids whose rows are in `rows` (a sweep cell has one row per point)
     served = {"model_sha256": ctx.artifact.sha256, "engine": server.engines.get(ctx.artifact.format), **tag}
     settings = SessionSettings(run_id=run["run_id"], session_id=session_id, log_dir=Path(run["run_dir"]) / "logs",
                                ready_timeout_s=config.ready_timeout_s, cpus=ctx.budget.cpus,
                                memory=ctx.budget.memory)
-    check: ServedCheck | None = None
+    checks: dict[str | None, ServedCheck] = {}
+    protocols = list(dict.fromkeys(c.protocol for c in cells))
     try:
         launcher = get_launcher(config.launcher)
         with host_lock(run["run_id"], session_id), \
                 server_session(server, ctx.artifact, ctx.spec, launcher, settings, timeline=timeline) as live:
             life = ServerLife(live, served, timeline, stack_inputs(ctx, server, options, live))
-            check = _check_served(ctx, live, timeline)
+            checks = _check_served(ctx, live, timeline, protocols)
             for cell in cells:
-                if not check.passed:
-                    break  # every cell not measured fails below with the check's reason
+                check = checks[cell.protocol]
+                if not check.passed:  # what this wire serves is wrong: its cells fail, the other wires go on
+                    rows.append(not_measured(run, cell, "failed", served_reason(server.name, check), **served,
+                                             served_err_ratio=check.err_ratio, restarts=live.restarts))
+                    measured.add(cell.cell_id)
+                    continue
                 new_rows = _measure_sweep(ctx, life, cell) if cell.is_sweep else [_measure_point(ctx, life, cell)[0]]
                 failure = next((r.pop(SERVER_FAILED) for r in new_rows if r.get(SERVER_FAILED)), None)
                 for r in new_rows:
@@ -285,14 +311,13 @@ def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict)
                         raise ServerFailedTwice(f"server {server.name} failed again after its restart, the "
                                                 f"remaining points are not measured: {failure}")
                     live.restart(failure)
-                    check = _check_served(ctx, live, timeline)
-            if not check.passed:
-                raise ServedOutputsWrong(served_reason(server.name, check))
+                    checks = _check_served(ctx, live, timeline, protocols)
     except Exception as exc:  # noqa: BLE001 - any failure becomes the reason of the cells not yet measured
         reason = str(exc) if isinstance(exc, SessionEnded) else f"{type(exc).__name__}: {exc}"
-        extra = {"served_err_ratio": check.err_ratio} if check is not None else {}
-        rows += [not_measured(run, c, "failed", reason, **served, **extra) for c in cells
-                 if c.cell_id not in measured]
+        for c in cells:
+            if c.cell_id not in measured:
+                extra = {"served_err_ratio": checks[c.protocol].err_ratio} if c.protocol in checks else {}
+                rows.append(not_measured(run, c, "failed", reason, **served, **extra))
     return {"rows": rows, "timeline": timeline}
 
 
@@ -309,15 +334,26 @@ class ServedOutputsWrong(SessionEnded):
 
 
 def served_reason(server: str, check: ServedCheck) -> str:
-    return (f"server {server} served outputs that differ from the reference ({check.reference}): {check.detail}; "
-            f"worst |a-b|/(atol+rtol*|b|) {check.err_ratio:.3g} > 1; no load was sent")
+    over = f" over {check.protocol}" if check.protocol else ""
+    return (f"server {server} served outputs{over} that differ from the reference ({check.reference}): "
+            f"{check.detail}; worst |a-b|/(atol+rtol*|b|) {check.err_ratio:.3g} > 1; no load was sent")
 
 
-def _check_served(ctx: SessionContext, live: LiveServer, timeline: dict) -> ServedCheck:
-    """The served-output check of the live server (REST codec), recorded in the timeline."""
-    check = check_served_outputs(live.server.protocol, live.endpoint, ctx.spec, ctx.artifact, ctx.config.max_batch_size)
-    timeline.setdefault("served_checks", []).append(check.to_dict())
-    return check
+def _check_served(ctx: SessionContext, live: LiveServer, timeline: dict,
+                  protocols: list[str | None]) -> dict[str | None, ServedCheck]:
+    """The served-output check of the live server over every wire its cells use (each its own codec and port),
+    recorded in the timeline."""
+    checks = {}
+    for protocol in protocols:
+        try:
+            endpoint = load_endpoint(live, protocol)
+        except ConfigError as exc:
+            checks[protocol] = ServedCheck(float("inf"), False, (), "the source model", str(exc), protocol or "")
+            continue
+        checks[protocol] = check_served_outputs(endpoint.protocol, endpoint, ctx.spec, ctx.artifact,
+                                                ctx.config.max_batch_size)
+        timeline.setdefault("served_checks", []).append(checks[protocol].to_dict())
+    return checks
 
 
 def observe_health(live: LiveServer) -> ServerHealth:
@@ -339,15 +375,8 @@ def observe_health(live: LiveServer) -> ServerHealth:
 
 
 def load_endpoint(live: LiveServer, protocol: str | None) -> Endpoint:
-    """Where the cell's protocol is spoken: the server's REST endpoint, or its "grpc" port for `grpc_protocol`."""
-    endpoint = live.endpoint
-    if protocol in (None, endpoint.protocol):
-        return endpoint
-    grpc_protocol = getattr(live.server, "grpc_protocol", None)
-    if protocol != grpc_protocol or "grpc" not in endpoint.ports:
-        raise ConfigError("protocol", protocol, f"server {live.server.name!r} speaks {endpoint.protocol!r}"
-                                                f"{f' or {grpc_protocol!r}' if grpc_protocol else ''}")
-    return replace(endpoint, port=endpoint.ports["grpc"], protocol=protocol)
+    """Where the cell's protocol is spoken: the server's REST endpoint, or the port of the wire it names."""
+    return live.server.wire_endpoint(live.endpoint, protocol)
 
 
 def server_counter(live: LiveServer):
@@ -356,6 +385,22 @@ def server_counter(live: LiveServer):
     if counts is None:
         return None
     return lambda: counts(live.endpoint)["nv_inference_request_success"]
+
+
+def server_timings(live: LiveServer):
+    """The server's own cumulative timings (`Server.server_timings`), where the stack reports them, else None."""
+    if not live.server.timing_source:
+        return None
+    return lambda: live.server.server_timings(live.endpoint)
+
+
+def breakdown_source(server, measurement: Measurement | None) -> str:
+    """What a row's breakdown was read from, or why it has none."""
+    if measurement is not None and measurement.server_timed_requests:
+        return server.timing_source
+    if not server.timing_source:
+        return f"{NONE_REPORTED}: {server.name} reports no timing of its requests"
+    return f"{NONE_REPORTED}: {server.name}'s timing answered nothing for this point ({server.timing_source})"
 
 
 class _SweepStopped(Exception):
@@ -427,9 +472,11 @@ def _measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[d
             endpoint = load_endpoint(live, cell.protocol)
             measurement, _ = run_load_point(endpoint, ctx.spec, settings, workdir, arrival=config.arrival,
                                             cpus=ctx.budget.generator_cpus, counters=counters,
+                                            timings=server_timings(live),
                                             progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
         data = measurement.to_dict()
         row.update({k: data[k] for k in MEASUREMENT_COLUMNS})
+        row["breakdown_source"] = breakdown_source(live.server, measurement)
         row["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)
         row.update(sampler.summary().to_dict())
         if row.get("server_cpu_pct") is not None and row.get("throughput_rps"):

@@ -1,9 +1,12 @@
 """The plan: a run config expanded into conversions and server sessions, each session holding its cells.
 
-A `Cell` is one (model, format, server, launcher, device, batch size, mode, load) point, measured over the
-protocol the run chose (`protocol`: the server's REST codec, or its KServe v2 gRPC one). A `Session` is one
-server life: start, every load point of that server on that artifact, stop. Both are frozen: the plan step makes
-them once, `plan.json` (and XCom) carries them as dicts, and every later step reads them back with `from_dict`.
+A `Cell` is one (model, format, server, launcher, device, batch size, mode, load) point over one wire (`wire`:
+json, binary or grpc, Param `protocols`; `protocol`: the server's codec for it). `best` plans every wire the
+server speaks (the report picks the fastest from the figures); a wire asked for by name that the server lacks is
+planned as a cell with `skip`, its reason, and becomes a `skipped` row, never another wire. A `Session` is one
+server life: start, every load point of that server on that artifact over all its wires, stop. Both are frozen:
+the plan step makes them once, `plan.json` (and XCom) carries them as dicts, and every later step reads them back
+with `from_dict`.
 """
 
 from __future__ import annotations
@@ -14,13 +17,13 @@ from typing import Any
 from tasks.convert import check_conversion
 from tasks.convert.graph import reachable_formats
 from tasks.core.errors import ConfigError
-from tasks.core.results import DEFAULT_CONFIG_ID, SESSION_KEY, cell_key
+from tasks.core.results import DEFAULT_CONFIG_ID, SESSION_KEY, WIRES, cell_key, row_protocol
 from tasks.core.spec import load_spec
-from tasks.plan.config import RunConfig
+from tasks.plan.config import BEST, RunConfig
 from tasks.plan.control import CONTROL_SESSION_PREFIX, control_cell, covered
 from tasks.plan.hosts import assign_hosts
 from tasks.plan.tune import estimate_config_s
-from tasks.serve.servers import get_server, server_names
+from tasks.serve.servers import get_server
 
 # A sweep cell (Params concurrency_sweep=doubling, rate_search) is one planned cell whose rows are the points
 # it measured, each with the point's mode and load; its own `load` is the sweep's bound (the largest
@@ -30,13 +33,14 @@ SWEEP_GROUP = (*SESSION_KEY, "batch_size")
 
 
 def cell_id(cell: Any) -> str:
-    """A cell's name in logs, timelines and exclusions: model.format.server.launcher.device.b<batch>.<mode><load>
-    (`cell` a Cell or a row)."""
-    get = cell.get if isinstance(cell, dict) else lambda k: getattr(cell, k)
+    """A cell's name in logs, timelines and exclusions: model.format.server.launcher.device.b<batch>.<mode><load>,
+    then .<wire> for a wire other than json (`cell` a Cell or a row; rows before 1.5 have no wire: no suffix)."""
+    get = cell.get if isinstance(cell, dict) else lambda k: getattr(cell, k, None)
     load = get("load")
     load_txt = str(int(load)) if float(load).is_integer() else f"{load:g}"
+    wire = get("wire")
     return (f"{get('model')}.{get('format')}.{get('server')}.{get('launcher')}.{get('device')}"
-            f".b{get('batch_size')}.{get('mode')}{load_txt}")
+            f".b{get('batch_size')}.{get('mode')}{load_txt}{f'.{wire}' if wire and wire != 'json' else ''}")
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,9 @@ class Cell:
     batch_size: int
     mode: str
     load: float
-    protocol: str | None = None
+    protocol: str | None = None  # the codec; a cell skipped for want of its wire carries the wire's name
+    wire: str | None = None  # json | binary | grpc (None: a plan written before wires, its server's REST JSON)
+    skip: str | None = None  # why the cell is not measured (its server lacks the wire): a `skipped` row
     cell_id: str = ""  # cell_id(self) unless given (a sweep's point: the sweep's id and "@<load>")
 
     def __post_init__(self) -> None:
@@ -119,12 +125,15 @@ class Session:
 
 def rows_of(cell: Cell, rows: list[dict]) -> list[dict]:
     """The rows a planned cell produced: its own row, or a sweep's rows (same model, format, server, launcher,
-    device and batch size, with the sweep's mode or its points' mode)."""
+    device, batch size and protocol, with the sweep's mode or its points' mode)."""
+    protocol = row_protocol(asdict(cell))
     if not cell.is_sweep:
         return [r for r in rows if all(r[k] == getattr(cell, k) for k in ("model", "format", "server", "batch_size",
-                                                                          "mode", "load"))]
+                                                                          "mode", "load"))
+                and row_protocol(r) == protocol]
     modes = (cell.mode, SWEEP_MODES[cell.mode])
-    return [r for r in rows if r["mode"] in modes and all(r[k] == getattr(cell, k) for k in SWEEP_GROUP)]
+    return [r for r in rows if r["mode"] in modes and all(r[k] == getattr(cell, k) for k in SWEEP_GROUP)
+            and row_protocol(r) == protocol]
 
 
 def expected_rows(sessions: list[Session], rows: list[dict]) -> int:
@@ -181,6 +190,19 @@ def model_formats(model: str, formats: tuple[str, ...]) -> list[str]:
     return reachable
 
 
+def planned_wires(protocols: tuple[str, ...], server) -> list[tuple[str, str | None]]:
+    """(wire, skip reason or None) of every wire a run measures `server` over, in WIRES order: `best` is every wire
+    the server speaks; a wire asked for by name that it lacks is planned skipped, with the server's reason."""
+    asked = set(protocols)
+    planned = []
+    for wire in WIRES:
+        if wire in server.wires and (wire in asked or BEST in asked):
+            planned.append((wire, None))
+        elif wire in asked:
+            planned.append((wire, server.wire_reason(wire)))
+    return planned
+
+
 def make_plan(config: RunConfig) -> Plan:
     conversions: list[dict] = []
     sessions: list[Session] = []
@@ -188,11 +210,6 @@ def make_plan(config: RunConfig) -> Plan:
     groups = config.load_groups()
     for server_name in config.servers:
         server = get_server(server_name)
-        if config.protocol == "grpc" and not getattr(server, "grpc_protocol", None):
-            grpc_servers = [n for n in server_names() if getattr(get_server(n), "grpc_protocol", None)]
-            raise ConfigError("protocol", config.protocol,
-                              f"server {server_name!r} has no KServe v2 gRPC endpoint; 'grpc' needs every server to "
-                              f"be one of {grpc_servers} (or use protocol 'default')")
         if not any(f in server.formats for fmts in per_model.values() for f in fmts):
             raise ConfigError("servers", server_name,
                               f"serves formats {list(server.formats)}, none of the requested formats "
@@ -201,12 +218,14 @@ def make_plan(config: RunConfig) -> Plan:
         for server_name in config.servers:
             server = get_server(server_name)
             served = [f for f in per_model[model] if f in server.formats]
-            protocol = server.grpc_protocol if config.protocol == "grpc" else server.protocol
+            wires = planned_wires(config.protocols, server)
             for fmt in served:
                 if {"model": model, "format": fmt} not in conversions:
                     conversions.append({"model": model, "format": fmt})
-                cells = [Cell(model, fmt, server_name, config.launcher, config.device, batch, mode, load, protocol)
-                         for batch in config.batch_sizes for mode, loads in groups for load in loads]
+                cells = [Cell(model, fmt, server_name, config.launcher, config.device, batch, mode, load,
+                              server.wires[wire].codec if skip is None else wire, wire, skip)
+                         for batch in config.batch_sizes for mode, loads in groups for load in loads
+                         for wire, skip in wires]
                 if config.tune != "off":
                     check_tune_budget(config, model, fmt, server_name, cells)
                 sessions.append(Session(f"{model}.{fmt}.{server_name}.{config.launcher}.{config.device}",
@@ -238,6 +257,6 @@ def add_control(config: RunConfig, conversions: list[dict], sessions: list[Sessi
     check_conversion(spec, control["format"])
     if {"model": control["model"], "format": control["format"]} not in conversions:
         conversions.append({"model": control["model"], "format": control["format"]})
-    cell = Cell(**control, protocol=server.protocol)
+    cell = Cell(**control, protocol=server.protocol, wire="json")
     sessions.append(Session(CONTROL_SESSION_PREFIX + cell.cell_id, cell.model, cell.format, cell.server, (cell,),
                             role="control"))

@@ -12,6 +12,7 @@ from typing import Any
 
 from tasks.convert import FORMATS
 from tasks.core.errors import ConfigError
+from tasks.core.results import WIRES
 from tasks.core.spec import catalogue
 from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_WORKERS, STABLE_WINDOWS, check_timing
 from tasks.plan.control import parse_control
@@ -27,7 +28,11 @@ RUN_MODES = ("concurrency", "rate", "both")  # closed loop, open loop, or both i
 SSE_MODES = ("AES256", "aws:kms")
 ARRIVALS = ("constant", "poisson")
 CONCURRENCY_SWEEPS = ("list", "doubling")  # list: a cell per concurrency; doubling: one sweep cell (loadgen/sweep.py)
-PROTOCOLS = ("default", "grpc")  # default: the server's REST protocol; grpc: its KServe v2 gRPC (`grpc_protocol`)
+# The wires a run measures every stack over (tasks/serve/base.py `Server.wires`): json (REST, tensors as JSON),
+# binary (REST, tensors as bytes), grpc; `best`: every wire the stack speaks, the fastest picked from the figures.
+BEST = "best"
+PROTOCOLS = (*WIRES, BEST)
+OLD_PROTOCOL = {"default": "json", "grpc": "grpc"}  # Param `protocol` before `protocols` (older plan.json files)
 MAX_BATCH_SIZE = 1024
 MAX_READY_TIMEOUT_S = 1800
 MAX_TUNE_BUDGET_S = 86400.0
@@ -81,7 +86,7 @@ class RunConfig:
     concurrencies: tuple[int, ...] = (1, 4)
     rates: tuple[float, ...] = (50.0,)
     arrival: str = "constant"
-    protocol: str = "default"
+    protocols: tuple[str, ...] = ("json",)
     concurrency_sweep: str = "list"  # doubling: from `workers` up to max(concurrencies), stopped by p99/throughput
     rate_search: bool = False  # open loop: the highest rate with p99 <= p99_bound_ms, from min(rates)
     p99_bound_ms: float | None = None  # the sweeps' latency bound (required by rate_search)
@@ -129,11 +134,15 @@ class RunConfig:
     def from_dict(cls, values: dict[str, Any]) -> RunConfig:
         """A configuration from resolved values (what `to_dict` wrote into plan.json): no suite is read again, so a
         suite file renamed or edited while a run goes on changes nothing in its later tasks."""
+        values = dict(values)
+        if "protocol" in values and "protocols" not in values:  # a plan.json written before `protocols`
+            old = values.pop("protocol")
+            values["protocols"] = [OLD_PROTOCOL.get(old, old)] if old is not None else None
         check_param_names(values)
         values = {k: v for k, v in values.items() if v is not None}
         if str(values.get("control_cell", "")).lower() in ("none", "off"):
             values["control_cell"] = None  # "none" turns the control off (a null means "the suite's, or default")
-        for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates", "hosts"):
+        for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates", "hosts", "protocols"):
             if name in values:
                 if isinstance(values[name], (str, int, float)):
                     values[name] = [values[name]]
@@ -156,7 +165,7 @@ class RunConfig:
         one_of("device", DEVICES, many=False)
         one_of("mode", RUN_MODES, many=False)
         one_of("arrival", ARRIVALS, many=False)
-        one_of("protocol", PROTOCOLS, many=False)
+        one_of("protocols", PROTOCOLS)
         one_of("concurrency_sweep", CONCURRENCY_SWEEPS, many=False)
         bound = self.p99_bound_ms
         if bound is not None and not (isinstance(bound, (int, float)) and bound > 0):

@@ -59,16 +59,17 @@ def control_row(rows: list[dict], control: dict | None) -> dict | None:
     if control is None:
         return None
     candidates = [r for r in rows if is_control_match(r, control) and r.get("status") == "ok"
-                  and r.get("mode") == "concurrency"]
+                  and r.get("mode") == "concurrency" and r.get("wire") in (None, "json")]
     return (min(candidates, key=lambda r: (r["batch_size"], abs(r["load"] - control["load"]), r["load"]))
             if candidates else None)
 
 
 def covered(cells: list, control: dict) -> bool:
     """The run's own closed-loop cells (Cells) already measure the control's model, format and server on its
-    launcher."""
+    launcher, over its REST JSON wire (the control's, every night)."""
     closed_loop = ("concurrency", "concurrency-sweep")
-    return any(all(getattr(c, k) == control[k] for k in CONTROL_MATCH) and c.mode in closed_loop for c in cells)
+    return any(all(getattr(c, k) == control[k] for k in CONTROL_MATCH) and c.mode in closed_loop
+               and getattr(c, "wire", None) in (None, "json") and not getattr(c, "skip", None) for c in cells)
 
 
 DRIFT_METRICS = metrics_where("drift")  # the control's drift, as reported

@@ -72,7 +72,11 @@ Measure = Callable[[dict[str, Any], str], Trial]  # (configuration, its id) -> t
 
 def estimate_config_s(cells, warmup_s: float, duration_s: float, workers: int = 1) -> float:
     """What one configuration of a session costs at most, from the plan (`cells`: its Cells): a start-up, then every
-    load point (a sweep's points counted at their bound), each warm-up + measured time + the generator's start."""
+    load point (a sweep's points counted at their bound), each warm-up + measured time + the generator's start; a
+    cell planned skipped (`skip`: its server lacks the wire) costs nothing, and a session of only those no start."""
+    cells = [c for c in cells if not getattr(c, "skip", None)]
+    if not cells:
+        return 0.0
     points = 0
     for cell in cells:
         if cell.mode == "concurrency-sweep":

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from tasks.core.metadata import host_fingerprint
 from tasks.core.metrics import METRICS
-from tasks.core.results import CELL_KEY, SCHEMA_VERSION, cell_key
+from tasks.core.results import CELL_KEY, SCHEMA_VERSION, cell_key, row_protocol
 from tasks.plan.cells import Plan
 from tasks.plan.control import control_cell, control_row, control_summary, is_control_match
 from tasks.regress.annotations import apply_exclusions, list_exclusions
@@ -33,7 +33,6 @@ from tasks.regress.detect import (
     detect_parity_regressions,
     detect_regressions,
     metric_value,
-    row_protocol,
     verdict_pairs,
 )
 from tasks.regress.duet import ALPHA_DUET, DEFAULT_PASS_THROUGH, DUET_METRICS, NOISE_FLOOR, PASS_THROUGH

@@ -15,17 +15,11 @@ from __future__ import annotations
 import math
 
 from tasks.core.metrics import HIGHER, METRICS, metrics_where, number
-from tasks.core.results import CELL_KEY
-from tasks.core.results import cell_key as key_of_cell
+from tasks.core.results import CELL_KEY, cell_key
 from tasks.regress.detect import min_effect
 
 NOISE_SIGMAS = 2.0
 COMPARED_METRICS = metrics_where("compared")
-
-
-def cell_key(row: dict) -> tuple:
-    """The cell key plus the protocol: REST and gRPC figures of one cell are not comparable."""
-    return (*key_of_cell(row), row.get("protocol") or "")
 
 
 def cell_label(row: dict) -> str:
@@ -75,7 +69,7 @@ def compare_rows(rows_a: list[dict], rows_b: list[dict], metrics: tuple[str, ...
     for key in sorted(set(by_a) | set(by_b), key=lambda k: tuple(str(v) for v in k)):
         a, b = by_a.get(key), by_b.get(key)
         row = b or a
-        record = {**{k: row.get(k) for k in CELL_KEY}, "protocol": key[-1], "label": cell_label(row),
+        record = {**dict(zip(CELL_KEY, key, strict=True)), "label": cell_label(row),
                   "status_a": a.get("status") if a else None, "status_b": b.get("status") if b else None,
                   "metrics": {}, "notes": []}
         if a is None or b is None:

@@ -41,7 +41,6 @@ from tasks.core.metadata import host_fingerprint
 from tasks.core.metrics import DEFAULT_MIN_EFFECT, HIGHER, METRICS, metrics_where, number
 from tasks.core.results import CELL_KEY, cell_key
 from tasks.regress.noise import Noise, cell_noises, row_se, winsorized_mean
-from tasks.serve.servers import get_server
 
 REGRESSED_METRICS = metrics_where("judged")
 MIN_ERROR_RATE_CHANGE = 0.001  # error rate: an absolute change (its baseline is usually 0)
@@ -53,22 +52,11 @@ BASELINE_MAX_NIGHTS = 14
 PERSIST_NIGHTS = 3  # a regression seen this many nights in a row becomes the new baseline
 
 
-def row_protocol(row: dict) -> str:
-    """The protocol a row was measured over; rows from before schema 1.1 used their server's REST codec.
-
-    Part of the comparison key: REST and gRPC figures of one cell are not comparable."""
-    if row.get("protocol"):
-        return str(row["protocol"])
-    try:
-        return get_server(row["server"]).protocol
-    except Exception:  # noqa: BLE001 - a server no longer known: its old rows compare among themselves
-        return ""
-
-
 def comparison_key(row: dict) -> tuple:
     """What must match for two rows to be compared: the cell key (the serving configuration included: a tuned
-    configuration is never the baseline of another), the protocol and the host."""
-    return (*cell_key(row), row_protocol(row), host_fingerprint(row))
+    configuration is never the baseline of another; the protocol too: JSON, binary and gRPC figures of one point
+    are not comparable, and a row before 1.1 is its server's REST JSON) and the host."""
+    return (*cell_key(row), host_fingerprint(row))
 
 
 def bad_sign(metric: str) -> int:
@@ -373,8 +361,7 @@ def _pooled_noises(todo: list[tuple[dict, str]], splits: dict) -> dict[tuple, No
 
 def make_record(row: dict, metric: str, test: Test | None, verdict: str, tests: int, alpha: float) -> dict:
     meta = METRICS.get(metric)
-    record = {**dict(zip(CELL_KEY, cell_key(row), strict=True)), "protocol": row_protocol(row),
-              "host": host_fingerprint(row),
+    record = {**dict(zip(CELL_KEY, cell_key(row), strict=True)), "host": host_fingerprint(row),
               "run_id": row.get("run_id"), "metric": metric, "unit": meta.unit if meta else "",
               "better": meta.better if meta else "lower", "current": metric_value(row, metric), "verdict": verdict,
               "baseline": None, "baseline_nights": [], "history_n": 0, "change_pct": None, "change_ci_pct": None,
@@ -405,9 +392,8 @@ def verdict_pairs(records_by_run: dict[str, list[dict]], verdict: str = "regress
     pairs = set()
     for run_id, records in records_by_run.items():
         for rec in records:
-            if rec.get("verdict") == verdict and all(k in rec for k in CELL_KEY if k != "config_id"):
-                host = rec.get("host", "")
-                pairs.add((run_id, (*cell_key(rec), rec.get("protocol") or row_protocol(rec), host)))
+            if rec.get("verdict") == verdict and all(k in rec for k in CELL_KEY if k not in ("config_id", "protocol")):
+                pairs.add((run_id, (*cell_key(rec), rec.get("host", ""))))
     return pairs
 
 

@@ -130,7 +130,8 @@ def measure_group(group: dict, started: dict, config, store: S3Store | None, *, 
                 "stop_reason": ""}
     settings = DuetSettings(run_id=started["run"]["run_id"], duet_id=group["duet_id"], log_dir=directory / "logs",
                             launcher=get_launcher(session["launcher"]),
-                            loads=tuple(_load(p, config) for p in group["points"]), server_cpus=budget.cpus,
+                            loads=tuple(_load(p, config) for p in group["points"]),
+                            protocols=tuple(p.get("protocol") for p in group["points"]), server_cpus=budget.cpus,
                             generator_cpus=budget.generator_cpus, memory=budget.memory,
                             ready_timeout_s=config.ready_timeout_s, min_pairs=pairs[0], max_pairs=pairs[1],
                             max_batch_size=config.max_batch_size)

@@ -114,7 +114,8 @@ def configurations_section(rows: list[dict], tuning: dict | None) -> str:
 def engine_section(rows: list[dict]) -> str:
     """Stacks next to their engine's own speed in process (concurrency 1, default configuration)."""
     lines = []
-    for row in sorted(ok_rows(rows), key=lambda r: (str(r.get("model")), str(r.get("engine")), stack_of(r))):
+    for row in sorted(ok_rows(rows), key=lambda r: (str(r.get("model")), str(r.get("engine")), stack_of(r),
+                                                    str(r.get("wire") or ""))):
         engine = number(row.get("engine_inprocess_rps"))
         if engine is None or row.get("mode") != "concurrency" or number(row.get("load")) != 1.0 \
                 or _config_id(row) != DEFAULT_CONFIG_ID:
@@ -123,15 +124,17 @@ def engine_section(rows: list[dict]) -> str:
         gap = 100.0 * (1 - served / engine) if engine else None
         cls = " class=bad" if gap is not None and gap > 20 else ""
         lines.append(f"<tr><td class=l>{_esc(row.get('model'))}</td><td class=l>{_esc(row.get('engine'))}</td>"
-                     f"<td class=l>{_esc(stack_of(row))}</td><td>{row.get('batch_size')}</td><td>{_fmt(engine)}</td>"
+                     f"<td class=l>{_esc(stack_of(row))}</td><td class=l>{_esc(row.get('wire') or '–')}</td>"
+                     f"<td>{row.get('batch_size')}</td><td>{_fmt(engine)}</td>"
                      f"<td>{_fmt(served)}</td><td{cls}>{'–' if gap is None else f'{gap:.0f} %'}</td></tr>")
     if not lines:
         return ""
     return ("<h2 id=engines>Engines against the stacks that serve them</h2><p class=note>The engine's own speed: the "
             "artifact run in process, one call after another, with the server's threads on the server's CPUs. A "
             "stack at concurrency 1 does the same work plus serving it (protocol, encoding, queues); the gap is "
-            "that overhead (over 20 % is marked).</p><table><tr><th class=l>model</th><th class=l>engine</th>"
-            "<th class=l>stack</th><th>batch</th><th>in process (calls/s)</th><th>served at concurrency 1 (req/s)"
+            "that overhead (over 20 % is marked; the wires section says where its time goes).</p><table><tr>"
+            "<th class=l>model</th><th class=l>engine</th><th class=l>stack</th><th class=l>wire</th><th>batch</th>"
+            "<th>in process (calls/s)</th><th>served at concurrency 1 (req/s)"
             "</th><th>gap</th></tr>" + "".join(lines) + "</table>")
 
 

@@ -24,6 +24,7 @@ def best_stacks(frame) -> list[dict]:
     for (model, batch), group in ok.groupby(["model", "batch_size"], sort=True):
         top = group.sort_values(["throughput_rps", "latency_ms_p99"], ascending=[False, True]).iloc[0]
         best.append({"model": model, "batch_size": int(batch), "server": top["server"], "format": top["format"],
+                     "wire": top["wire"] if "wire" in group.columns and isinstance(top["wire"], str) else None,
                      "load": float(top["load"]), "mode": top["mode"], "throughput_rps": float(top["throughput_rps"]),
                      "latency_ms_p99": float(top["latency_ms_p99"]),
                      "runner_up": _runner_up(group, top["server"])})
@@ -56,8 +57,10 @@ def render_markdown(digest: dict) -> str:
     for b in digest["best"]:
         runner = b["runner_up"]
         runner_txt = f"{runner['server']}/{runner['format']} {runner['throughput_rps']:.0f}" if runner else "-"
-        lines.append(f"| {b['model']} | {b['batch_size']} | {b['server']}/{b['format']} | {b['mode']} {b['load']:g} | "
-                     f"{b['throughput_rps']:.1f} | {b['latency_ms_p99']:.2f} | {runner_txt} |")
+        over = f" over {b['wire']}" if b.get("wire") else ""
+        lines.append(f"| {b['model']} | {b['batch_size']} | {b['server']}/{b['format']}{over} | "
+                     f"{b['mode']} {b['load']:g} | {b['throughput_rps']:.1f} | {b['latency_ms_p99']:.2f} | "
+                     f"{runner_txt} |")
     lines += ["", f"## Regressions ({len(digest['regressions'])})", ""]
     for r in digest["regressions"]:
         where = "/".join(str(r.get(k)) for k in ("model", "format", "server", "load") if r.get(k) is not None)

@@ -6,10 +6,11 @@ rebuilt page is byte-identical. No timestamp of the rendering, no unordered iter
 (`tasks.report.plots`), no script, font or stylesheet from anywhere.
 
 Sections: the recommendation (`tasks.report.recommend`), per model the plots (latency against throughput, scaling,
-efficiency) and the table of rows, the changes since the previous comparable run (`trend.json`,
-`regressions.json`), every planned cell, failed and skipped cells with their reasons, parity and served-output
-checks, validation, provenance. Units and good directions come from `tasks.core.metrics.METRICS`; nothing here
-decides what is better.
+efficiency) and the table of rows — both over each stack's best wire (`tasks.report.wires`) — the serving
+configurations, the engines, the wires (the JSON tax and where a request's time goes), the changes since the
+previous comparable run (`trend.json`, `regressions.json`), every planned cell, failed and skipped cells with their
+reasons, parity and served-output checks, validation, provenance. Units and good directions come from
+`tasks.core.metrics.METRICS`; nothing here decides what is better.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tasks.report.configs import configurations_section, engine_section, headlin
 from tasks.report.plots import Series, bar_chart, format_value, line_chart
 from tasks.report.recommend import efficiency, ok_rows, recommend, stack_of
 from tasks.report.trend import run_suite
+from tasks.report.wires import best_wire_rows, row_wire, wires_section
 
 REPORT_INPUTS = ("results.parquet", "parity.json", "validation.json", "regressions.json", "trend.json", "plan.json",
                  "tuning.json")
@@ -165,8 +167,8 @@ def _model_table(model: str, rows: list[dict]) -> str:
         if values:
             best[name] = max(values) if METRICS[name].better == "higher" else min(values)
     head = "".join(f"<th>{_esc(_label(m))}<br>({_esc(_unit(m))})</th>" for m in REPORT_METRICS)
-    parts = [f"<table><tr><th class=l>server</th><th class=l>format</th><th>batch</th><th>load</th>{head}"
-             f"<th>CV</th><th>stable</th><th class=l>status</th></tr>"]
+    parts = [f"<table><tr><th class=l>server</th><th class=l>format</th><th class=l>wire</th><th>batch</th>"
+             f"<th>load</th>{head}<th>CV</th><th>stable</th><th class=l>status</th></tr>"]
     for r in sorted(rows, key=lambda r: (str(r["server"]), str(r["format"]), r.get("batch_size") or 0,
                                          str(r.get("mode")), number(r.get("load")) or 0.0)):
         cells = ""
@@ -178,6 +180,7 @@ def _model_table(model: str, rows: list[dict]) -> str:
         if r["status"] != "ok":
             status += f"<br><small>{_esc(str(r.get('reason') or '')[:300])}</small>"
         parts.append(f"<tr><td class=l>{_esc(r['server'])}</td><td class=l>{_esc(r['format'])}</td>"
+                     f"<td class=l>{_esc(row_wire(r))}</td>"
                      f"<td>{_fmt(r.get('batch_size'))}</td><td>{_esc(_load_text(r.get('mode'), r.get('load')))}</td>"
                      f"{cells}<td>{_fmt(number(r.get('cv')))}</td><td>{_fmt(r.get('stable'))}</td>"
                      f"<td class=l>{status}</td></tr>")
@@ -188,17 +191,19 @@ def _model_table(model: str, rows: list[dict]) -> str:
 def _point_text(point: dict | None) -> str:
     if point is None:
         return "–"
-    return (f"<b>{_esc(point['stack'])}</b><br><small>{_fmt(point['throughput_rps'])} {_unit('throughput_rps')}, "
-            f"p99 {_fmt(point['latency_ms_p99'])} ms at {_esc(_load_text(point['mode'], point['load']))}</small>")
+    wire = f" over {_esc(point['wire'])}" if point.get("wire") else ""
+    return (f"<b>{_esc(point['stack'])}</b>{wire}<br><small>{_fmt(point['throughput_rps'])} "
+            f"{_unit('throughput_rps')}, p99 {_fmt(point['latency_ms_p99'])} ms at "
+            f"{_esc(_load_text(point['mode'], point['load']))}</small>")
 
 
 def _recommendation(rows: list[dict]) -> str:
     records = recommend(rows)
     parts = ["<h2 id=recommendation>Recommendation</h2>",
-             "<p class=note>For each model and p99 bound: the stack (server/format) with the highest throughput among "
-             "its ok load points whose p99 stays within the bound, the runner-up, and the margin in % of the "
-             "runner-up. <i>Beyond noise</i>: the two points' 95 % throughput intervals do not overlap, or without "
-             "intervals the difference exceeds 2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) of the windows' CV.</p>"]
+             "<p class=note>For each model and p99 bound: the stack (server/format, on its best wire) with the highest "
+             "throughput among its ok load points whose p99 stays within the bound, the runner-up, and the margin "
+             "in % of the runner-up. <i>Beyond noise</i>: the two points' 95 % throughput intervals do not overlap, "
+             "or without intervals the difference exceeds 2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) of the windows' CV.</p>"]
     if not records:
         return "".join(parts) + "<p>No ok cell to recommend from.</p>"
     parts.append("<table class=recommendation><tr><th class=l>model</th><th>batch</th><th>p99 bound</th>"
@@ -382,7 +387,8 @@ def _failures(rows: list[dict]) -> str:
         return "".join(parts) + "<p>None.</p>"
     parts.append("<table><tr><th class=l>cell</th><th class=l>status</th><th class=l>reason</th></tr>")
     for r in bad:
-        label = f"{r['model']}/{r['format']}/{r['server']} b{r.get('batch_size')} {_load_text(r['mode'], r['load'])}"
+        label = (f"{r['model']}/{r['format']}/{r['server']} {row_wire(r)} b{r.get('batch_size')} "
+                 f"{_load_text(r['mode'], r['load'])}")
         reason = _esc(str(r.get("reason") or "")[:REASON_CHARS])
         parts.append(f"<tr><td class=l>{_esc(label)}</td><td class=l><span class={_esc(r['status'])}>"
                      f"{_esc(r['status'])}</span></td><td class=l><pre>{reason}</pre></td></tr>")
@@ -469,7 +475,8 @@ def _provenance(run: dict, rows: list[dict], suite: str | None) -> str:
 def render_report(published: PublishedRun) -> str:
     """The page, from `published` alone (same input, same bytes)."""
     run, rows = published.run, published.rows
-    headline = headline_rows(rows)  # per stack: its best configuration when a search ran, else its default
+    # per stack: its best configuration when a search ran (else its default), over its best wire
+    headline = best_wire_rows(headline_rows(rows))
     suite = run_suite(run.get("provenance") or {}, rows)
     counts = {s: sum(r.get("status") == s for r in rows) for s in ("ok", "failed", "skipped")}
     planned = sum(len(s["cells"]) for s in (published.plan or {}).get("sessions", []))
@@ -477,7 +484,8 @@ def render_report(published: PublishedRun) -> str:
     host = (run.get("provenance") or {}).get("host") or (rows[0] if rows else {})
     models = sorted({str(r["model"]) for r in headline})
     nav = "".join(f"<a href='#{h}'>{t}</a>" for h, t in (
-        ("recommendation", "Recommendation"), *((f"model-{m}", m) for m in models), ("changes", "Changes"),
+        ("recommendation", "Recommendation"), *((f"model-{m}", m) for m in models), ("wires", "Wires"),
+        ("changes", "Changes"),
         ("cells", "Cells"), ("failures", "Failures"), ("checks", "Output checks"), ("provenance", "Provenance")))
     parts = [f"<!doctype html><html lang=en><head><meta charset='utf-8'>"
              f"<title>Serving evaluation {_esc(run['run_id'])}</title><style>{STYLE}</style></head><body>",
@@ -491,7 +499,7 @@ def render_report(published: PublishedRun) -> str:
         model_rows = [r for r in headline if str(r["model"]) == model]
         parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>{_model_plots(model, model_rows)}"
                      f"{_model_table(model, model_rows)}</section>")
-    parts += [configurations_section(rows, published.tuning), engine_section(rows),
+    parts += [configurations_section(rows, published.tuning), engine_section(rows), wires_section(rows),
               _changes(published.trend, published.regressions), _planned_cells(published.plan, rows),
               _failures(rows), _checks(published.parity, rows), _validation(published.validation),
               _provenance(run, rows, suite), "</body></html>"]

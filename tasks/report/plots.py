@@ -199,3 +199,51 @@ def bar_chart(kind: str, title: str, bars: Sequence[tuple[str, float]], unit: st
                      f"{format_value(value)}</text></g>")
     parts.append(f"<text x='{label_w}' y='{height - 8}'>{html.escape(unit)}</text></svg>")
     return "".join(parts)
+
+
+def stacked_bar_chart(kind: str, title: str, bars: Sequence[tuple[str, Sequence[tuple[str, float]], str]],
+                      unit: str, markers: Sequence[float | None] = ()) -> str:
+    """Horizontal stacked bars: per bar (label, segments (name, value) in order, note), each segment name one colour
+    for the whole chart (legend below), the total written after the bar, the note (e.g. "none reported") when a
+    bar has no segment. `markers` (per bar, optional): a value drawn as a black tick across its bar."""
+    bar_h, gap, label_w = 16, 8, 210
+    names = list(dict.fromkeys(name for _, segments, _ in bars for name, _ in segments))
+    colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+    legend_rows = (len(names) + 2) // 3
+    height = MARGIN_TOP_PX + len(bars) * (bar_h + gap) + 30 + 16 * legend_rows
+    width = WIDTH_PX + 120
+    parts = _svg_open(kind, title, width, height)
+    totals = [sum(v for _, v in segments if math.isfinite(v) and v > 0) for _, segments, _ in bars]
+    top = max([*totals, *(m for m in markers if m is not None and math.isfinite(m))], default=0.0) or 1.0
+    span = width - label_w - 110
+    for i, (label, segments, note) in enumerate(bars):
+        y = MARGIN_TOP_PX + i * (bar_h + gap)
+        text = html.escape(label)
+        parts.append(f"<g class='bar' data-series='{text}'><text x='{label_w - 6}' y='{_num(y + bar_h / 2)}' "
+                     f"text-anchor='end' dominant-baseline='middle'>{text}</text>")
+        x = float(label_w)
+        for name, value in segments:
+            if not math.isfinite(value) or value <= 0:
+                continue
+            w = value / top * span
+            parts.append(f"<rect class='segment' data-segment='{html.escape(name)}' x='{_num(x)}' y='{y}' "
+                         f"width='{_num(w)}' height='{bar_h}' fill='{colours[name]}'><title>{text}: "
+                         f"{html.escape(name)} {format_value(value)} {html.escape(unit)}</title></rect>")
+            x += w
+        marker = markers[i] if i < len(markers) else None
+        if marker is not None and math.isfinite(marker) and marker > 0:
+            mx = _num(label_w + marker / top * span)
+            parts.append(f"<line class='marker' x1='{mx}' y1='{y - 2}' x2='{mx}' y2='{y + bar_h + 2}' stroke='#000' "
+                         f"stroke-width='2'><title>{text}: {format_value(marker)} {html.escape(unit)}</title></line>")
+        written = f"{format_value(totals[i])} {unit}" if totals[i] else note
+        if totals[i] and note:
+            written += f" ({note})"
+        parts.append(f"<text x='{_num(x + 4)}' y='{_num(y + bar_h / 2)}' dominant-baseline='middle'>"
+                     f"{html.escape(written)}</text></g>")
+    legend_y = MARGIN_TOP_PX + len(bars) * (bar_h + gap) + 8
+    for j, name in enumerate(names):
+        lx, ly = label_w + (j % 3) * 200, legend_y + 16 * (j // 3)
+        parts.append(f"<rect x='{lx}' y='{ly}' width='12' height='12' fill='{colours[name]}'/>"
+                     f"<text x='{lx + 16}' y='{ly + 6}' dominant-baseline='middle'>{html.escape(name)}</text>")
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,5 +1,8 @@
 """The article's "which should I choose", made of one run's numbers: per model, the best stack under a p99 bound.
 
+The report hands it each stack's rows over that stack's best wire (`tasks.report.wires.best_wire_rows`), so a
+stack is ranked as its users would serve it, not by its JSON parser.
+
 A stack is a server serving one format (`triton/onnx`). For each model and batch size and each bound of
 P99_BOUNDS_MS (None: no bound), a stack's figure is its highest throughput among its ok rows whose p99 stays
 within the bound (any load point of the run: the sweep's points, the listed loads, the rate search's rates).
@@ -43,7 +46,8 @@ def _rank(row: dict) -> tuple[float, float]:
 
 def _point(row: dict) -> dict:
     return {"stack": stack_of(row), "server": row.get("server"), "format": row.get("format"),
-            "mode": row.get("mode"), "load": number(row.get("load")),
+            "wire": row.get("wire"), "protocol": row.get("protocol"), "mode": row.get("mode"),
+            "load": number(row.get("load")),
             "throughput_rps": number(row.get("throughput_rps")), "latency_ms_p99": number(row.get("latency_ms_p99")),
             "cv": number(row.get("cv")), "stable": row.get("stable"),
             "generator_saturated": row.get("generator_saturated")}

@@ -1,6 +1,8 @@
 """Serving: servers (what to run and how to talk to it) and launchers (where and how it runs).
 
-    base.py      the server interface (`Server`, `RunSpec`, `Endpoint`): one implementation per stack in servers/
+    base.py      the server interface (`Server`, `RunSpec`, `Endpoint`, `Wire`): one implementation per stack in
+                 servers/, each with the wires it speaks and where it reports its requests' time
+    prometheus.py  reading the sums a server's Prometheus text serves (its request timings and counters)
     options.py   `ServingOptions`: how a server should serve, the same meaning for every stack
     knobs.py     what a configuration search may change on a server, declared by each server class
     budget.py    the CPU and memory budget of a server, the same for every stack
@@ -14,9 +16,9 @@
 from tasks.core.faces import lazy_exports
 
 EXPORTS = {
-    "Server": "base", "RunSpec": "base", "Endpoint": "base", "ServingOptions": "options", "Knob": "knobs",
-    "plan_budget": "budget", "server_session": "session", "SessionSettings": "session", "LiveServer": "session",
-    "host_lock": "hostlock",
+    "Server": "base", "RunSpec": "base", "Endpoint": "base", "Wire": "base", "ServingOptions": "options",
+    "Knob": "knobs", "plan_budget": "budget", "server_session": "session", "SessionSettings": "session",
+    "LiveServer": "session", "host_lock": "hostlock",
 }
 __all__ = sorted(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -1,8 +1,10 @@
 """The server interface: one implementation per serving stack, one file each under `servers/`.
 
 A server knows how to lay out a model for itself, how it is run (a runtime command for the process
-launcher, an image and command for the Docker launcher), its readiness, version and metrics endpoints and
-the request protocol it speaks. It does not start anything itself: launchers do.
+launcher, an image and command for the Docker launcher), its readiness, version and metrics endpoints, the
+wires it is spoken to over (`wires`: per kind of wire, json, binary or grpc, the load generator's codec and the
+port; `missing_wires`: why it has none of a kind) and where it reports its requests' time (`server_timings`).
+It does not start anything itself: launchers do.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import ClassVar
 from tasks.convert import Artifact
 from tasks.core.errors import ConfigError
 from tasks.core.paths import DOCKER_DIR
+from tasks.core.results import WIRES
 from tasks.core.spec import ModelSpec
 from tasks.serve.knobs import Knob
 from tasks.serve.options import ServingOptions
@@ -59,6 +62,14 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class Wire:
+    """One way to reach a server: the load generator's codec (tasks/loadgen/protocols/) and the port's name."""
+
+    codec: str
+    port: str = "http"
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """Where a running server answers, and for which model."""
 
@@ -82,7 +93,9 @@ class Server(ABC):
 
     name: ClassVar[str]
     runtime: ClassVar[str]  # runtime folder under docker/ (process launcher)
-    protocol: ClassVar[str]  # load generator codec name
+    wires: ClassVar[dict[str, Wire]]  # wire kind (WIRES) -> its codec and port; "json" is the server's REST JSON
+    missing_wires: ClassVar[dict[str, str]] = {}  # wire kind -> why the stack has none (a skipped cell's reason)
+    timing_source: ClassVar[str] = ""  # what `server_timings` reads, in words; "" when the stack reports none
     formats: ClassVar[tuple[str, ...]]  # artifact formats it can serve
     engines: ClassVar[dict[str, str]]  # artifact format -> inference engine, recorded per cell
     port_names: ClassVar[tuple[str, ...]] = ("http",)
@@ -93,6 +106,28 @@ class Server(ABC):
 
     def __init__(self, options: ServingOptions | None = None) -> None:
         self.options = options or ServingOptions()
+
+    @property
+    def protocol(self) -> str:
+        """The codec of its REST JSON wire: what the served-output check and the control cell speak."""
+        return self.wires["json"].codec
+
+    def wire_of(self, protocol: str | None) -> str | None:
+        """The wire kind a codec is this server's, or None when it does not speak it."""
+        return next((kind for kind, wire in self.wires.items() if wire.codec == protocol), None)
+
+    def wire_reason(self, kind: str) -> str:
+        """Why this server has no `kind` wire (the reason of the cells planned over it)."""
+        if kind not in WIRES:
+            raise ConfigError("protocols", kind, f"must be one of {list(WIRES)}")
+        why = self.missing_wires.get(kind, "its serving stack does not speak it")
+        return f"server {self.name} has no {kind} wire: {why}"
+
+    def server_timings(self, endpoint: Endpoint) -> dict[str, float] | None:
+        """The server's own cumulative sums of where its requests' time went (tasks.loadgen.measurement.ServerTiming:
+        `requests`, `server_ms` and the parts, in ms summed over requests), read from what the stack reports; None
+        when it reports nothing (the base). A scrape that fails raises OSError/ValueError."""
+        return None
 
     def check_format(self, fmt: str) -> None:
         if fmt not in self.formats:
@@ -126,6 +161,17 @@ class Server(ABC):
 
     def endpoint(self, spec: ModelSpec, ports: dict[str, int]) -> Endpoint:
         return Endpoint("127.0.0.1", ports["http"], self.model_name(spec), self.protocol, dict(ports))
+
+    def wire_endpoint(self, endpoint: Endpoint, protocol: str | None) -> Endpoint:
+        """Where `protocol` is spoken (the REST endpoint for None or the JSON codec); ConfigError when this server
+        does not speak it."""
+        if protocol in (None, endpoint.protocol):
+            return endpoint
+        kind = self.wire_of(protocol)
+        if kind is None or self.wires[kind].port not in endpoint.ports:
+            raise ConfigError("protocol", protocol, f"server {self.name!r} speaks "
+                                                    f"{sorted(w.codec for w in self.wires.values())}")
+        return replace(endpoint, port=endpoint.ports[self.wires[kind].port], protocol=protocol)
 
     def is_ready(self, endpoint: Endpoint) -> bool:
         try:

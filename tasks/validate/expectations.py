@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tasks.core.results import CELL_KEY, COLUMNS, KEY_COLUMNS, SCHEMA_VERSION, STATUSES
+from tasks.core.results import CELL_KEY, COLUMNS, KEY_COLUMNS, SCHEMA_VERSION, STATUSES, WIRES
 
 OK_ROWS = 'status=="ok"'
 PARITY_COLUMNS = ["model", "format", "max_abs_err", "max_rel_err", "atol", "rtol", "passed"]
@@ -24,6 +24,7 @@ def results_expectations(expected_rows: int) -> list:
         gxe.ExpectTableRowCountToEqual(value=expected_rows),
         gxe.ExpectCompoundColumnsToBeUnique(column_list=list(CELL_KEY)),
         gxe.ExpectColumnValuesToBeInSet(column="status", value_set=list(STATUSES)),
+        gxe.ExpectColumnValuesToBeInSet(column="wire", value_set=list(WIRES)),
         gxe.ExpectColumnValuesToBeInSet(column="schema_version", value_set=[SCHEMA_VERSION]),
         gxe.ExpectColumnValuesToBeBetween(column="error_rate", min_value=0, max_value=1),
         gxe.ExpectColumnValuesToBeBetween(column="startup_s", min_value=0),

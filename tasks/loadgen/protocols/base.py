@@ -21,13 +21,15 @@ FULL_CHECK_EVERY = 64
 class Codec(ABC):
     name: ClassVar[str]
     transport: ClassVar[str] = "http"  # the engine that carries it: "http" (engine.py) or "grpc" (grpc_engine.py)
+    grpc_method: ClassVar[str] = ""  # gRPC codecs: the unary method their message is sent on
     _large_seen = 0
 
     def __init__(self, host: str, port: int, model_name: str, inputs: dict[str, np.ndarray],
-                 output_shapes: dict[str, tuple[int, ...]]) -> None:
+                 output_shapes: dict[str, tuple[int, ...]], output_dtypes: dict[str, str] | None = None) -> None:
         self.host, self.port, self.model_name = host, port, model_name
         self.inputs = inputs
         self.output_shapes = output_shapes  # expected output shapes, batch axis filled in
+        self.output_dtypes = output_dtypes or {}  # numpy dtype names: what a wire without a header needs to read
 
     def sampled_out(self, body: bytes) -> bool:
         """True when this (large) response skips the full parse: decoding every large JSON body would make the
@@ -40,6 +42,14 @@ class Codec(ABC):
     @abstractmethod
     def request_bytes(self) -> bytes:
         """The whole request, encoded once per (model, batch size) and sent as is."""
+
+    def payload_size(self, request: bytes) -> int:
+        """The bytes of `request` (from `request_bytes`) that carry the tensors: an HTTP request's body, a gRPC
+        message whole (HTTP headers and HTTP/2 framing are not counted)."""
+        if self.transport == "grpc":
+            return len(request)
+        head_end = request.find(b"\r\n\r\n")
+        return len(request) - head_end - 4 if head_end >= 0 else len(request)
 
     @abstractmethod
     def check(self, status: int, body: bytes) -> int:

@@ -87,10 +87,11 @@ def decode_response(response: service_pb2.ModelInferResponse) -> dict[str, np.nd
 class KServeV2Grpc(Codec):
     name = "kserve_v2_grpc"
     transport: ClassVar[str] = "grpc"
+    grpc_method: ClassVar[str] = MODEL_INFER_METHOD
 
     def __init__(self, host: str, port: int, model_name: str, inputs: dict[str, np.ndarray],
-                 output_shapes: dict[str, tuple[int, ...]]) -> None:
-        super().__init__(host, port, model_name, inputs, output_shapes)
+                 output_shapes: dict[str, tuple[int, ...]], output_dtypes: dict[str, str] | None = None) -> None:
+        super().__init__(host, port, model_name, inputs, output_shapes, output_dtypes)
         self.response_type = _pb().ModelInferResponse
 
     def request_bytes(self) -> bytes:

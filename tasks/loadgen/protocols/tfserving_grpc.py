@@ -11,15 +11,19 @@ tensorflow_serving/apis/{predict,model}.proto and tensorflow/core/framework/{ten
                       float_val = 5; double_val = 6; int_val = 7; int64_val = 10; half_val = 13 (packed) }
     TensorShapeProto { repeated Dim dim = 2; }  Dim { int64 size = 1; }
 
-This is not a load-generator codec: the generator's client speaks HTTP/1.1 and gRPC needs HTTP/2. It is
-used for smoke and parity checks over gRPC (`predict`), with grpcio, which the orchestrator has.
+`TFServingGrpc` is the load generator's codec for it (the gRPC engine sends the request, encoded once, as is);
+`predict` is one call, for smoke and parity checks, with grpcio, which the orchestrator has.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import ClassVar
 
 import numpy as np
+
+from tasks.loadgen.protocols.base import BAD_RESPONSE, OK, Codec
+from tasks.loadgen.protocols.kserve_v2_grpc import status_kind
 
 PREDICT_METHOD = "/tensorflow.serving.PredictionService/Predict"
 DEFAULT_SIGNATURE = "serving_default"
@@ -176,3 +180,31 @@ def predict(host: str, port: int, model_name: str, inputs: dict[str, np.ndarray]
         call = channel.unary_unary(PREDICT_METHOD)  # no serializers: bytes in, bytes out
         reply = call(encode_predict_request(model_name, inputs, signature_name), timeout=timeout_s)
     return decode_predict_response(reply)
+
+
+class TFServingGrpc(Codec):
+    """PredictionService/Predict as a load-generator codec: tensors as `tensor_content`, outputs shape-checked."""
+
+    name = "tfserving_grpc"
+    transport: ClassVar[str] = "grpc"
+    grpc_method: ClassVar[str] = PREDICT_METHOD
+
+    def request_bytes(self) -> bytes:
+        return encode_predict_request(self.model_name, self.inputs)
+
+    def check(self, status: int, body: bytes) -> int:
+        if status != 0:
+            return status_kind(status)
+        if self.sampled_out(body):
+            return OK if body else BAD_RESPONSE
+        try:
+            outputs = decode_predict_response(body)
+        except (ValueError, IndexError, KeyError, struct.error):
+            return BAD_RESPONSE
+        if not outputs:
+            return BAD_RESPONSE
+        return OK if all(name in outputs and outputs[name].shape == tuple(expected)
+                         for name, expected in self.output_shapes.items()) else BAD_RESPONSE
+
+    def decode(self, body: bytes) -> dict[str, np.ndarray]:
+        return decode_predict_response(body)

@@ -1,5 +1,8 @@
 """The "write it yourself" baseline: FastAPI + uvicorn over ONNX Runtime, TorchScript or a TensorFlow
-SavedModel, speaking the KServe v2 REST protocol.
+SavedModel, speaking the KServe v2 REST protocol, JSON or with the binary tensor data extension.
+
+It times its own requests (docker/custom/app.py: decoding, the engine, encoding and its total, summed over every
+worker) and serves the sums at `GET /metrics`; `server_timings` reads them.
 
 `instances` uvicorn worker processes (one by default), each loading the model with
 `ServingOptions.threads_per_instance` intra-op threads (the server's CPUs shared among them, or `threads`). In a
@@ -13,8 +16,9 @@ from pathlib import Path
 from tasks.convert import Artifact
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import project_image
-from tasks.serve.base import RunSpec, Server, link_or_copy
+from tasks.serve.base import Endpoint, RunSpec, Server, Wire, link_or_copy
 from tasks.serve.knobs import Knob
+from tasks.serve.prometheus import samples, scrape, total
 
 APP = "app.py"  # in the runtime folder (docker/custom/, or a reference's snapshot of it)
 CONTAINER_PORT = 8000
@@ -23,7 +27,12 @@ CONTAINER_PORT = 8000
 class CustomServer(Server):
     name = "custom"
     runtime = "custom"
-    protocol = "kserve_v2_rest"
+    wires = {"json": Wire("kserve_v2_rest"), "binary": Wire("kserve_v2_binary")}
+    missing_wires = {"grpc": "the custom service is a FastAPI app, REST only (a gRPC endpoint would be a second "
+                             "server to write)"}
+    timing_source = ("the custom service's own timing (GET /metrics): decoding the request, the engine, encoding "
+                     "the response, and its total timed apart, from the whole body received to the response made "
+                     "(the body's arrival and the socket writes are outside it)")
     formats = ("onnx", "torchscript", "savedmodel")
     engines = {"onnx": "onnxruntime", "torchscript": "torch", "savedmodel": "tensorflow"}
     knobs = (
@@ -56,6 +65,19 @@ class CustomServer(Server):
             mounts={str(layout): "/models"},
             device=self.options.device,
         )
+
+    def server_timings(self, endpoint: Endpoint) -> dict[str, float] | None:
+        found = samples(scrape(f"{endpoint.base_url}/metrics"))
+        requests = total(found, "serving_eval_requests_total")
+        if requests is None:
+            return None
+        out = {"requests": requests}
+        for part, key in (("total", "server_ms"), ("decode", "decode_ms"), ("infer", "infer_ms"),
+                          ("encode", "encode_ms")):
+            seconds = total(found, "serving_eval_request_seconds_total", part=part)
+            if seconds is not None:
+                out[key] = seconds * 1000.0
+        return out
 
     def skip_reason(self, launcher: str, fmt: str | None = None, spec: ModelSpec | None = None) -> str | None:
         if self.options.device == "gpu":

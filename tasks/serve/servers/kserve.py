@@ -22,8 +22,9 @@ from pathlib import Path
 from tasks.convert import Artifact
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import project_image
-from tasks.serve.base import RunSpec, Server, link_or_copy
+from tasks.serve.base import Endpoint, RunSpec, Server, Wire, link_or_copy
 from tasks.serve.knobs import Knob
+from tasks.serve.prometheus import scrape, total
 
 ENTRY = "server.py"  # in the runtime folder (docker/kserve/, or a reference's snapshot of it)
 IMAGE = project_image("kserve")  # built here from docker/kserve/ (tasks/runtimes/images.py tags it by its inputs)
@@ -36,8 +37,10 @@ K8S_MODEL_DIR = "/mnt/models"  # where KServe's storage initializer puts STORAGE
 class KServeServer(Server):
     name = "kserve"
     runtime = "kserve"
-    protocol = "kserve_v2_rest"
-    grpc_protocol = "kserve_v2_grpc"  # on the "grpc" port, with Param protocol=grpc
+    wires = {"json": Wire("kserve_v2_rest"), "binary": Wire("kserve_v2_binary"), "grpc": Wire("kserve_v2_grpc", "grpc")}
+    timing_source = ("KServe's Prometheus metrics (GET /metrics): request_predict_seconds, the model's predict (the "
+                     "engine with its input arrays and output tensors) as infer; KServe reports no queue, no request "
+                     "parsing or response writing, and no total")
     formats = ("onnx", "torchscript")
     engines = {"onnx": "onnxruntime", "torchscript": "torchscript"}
     port_names = ("http", "grpc")
@@ -110,6 +113,15 @@ class KServeServer(Server):
             }},
         }
         return yaml.safe_dump(manifest, sort_keys=False)
+
+    def server_timings(self, endpoint: Endpoint) -> dict[str, float] | None:
+        """request_predict_seconds' count and sum (s -> ms) for the model."""
+        text = scrape(f"{endpoint.base_url}/metrics")
+        count = total(text, "request_predict_seconds_count", model_name=endpoint.model_name)
+        seconds = total(text, "request_predict_seconds_sum", model_name=endpoint.model_name)
+        if count is None or seconds is None:
+            return None
+        return {"requests": count, "infer_ms": seconds * 1000.0}
 
     def skip_reason(self, launcher: str, fmt: str | None = None, spec: ModelSpec | None = None) -> str | None:
         if self.options.dynamic_batching:

@@ -27,8 +27,9 @@ from tasks.convert import Artifact
 from tasks.core.errors import ConfigError
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import official_unavailable_reason
-from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
+from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, Wire
 from tasks.serve.knobs import WITH_BATCHING, Knob
+from tasks.serve.prometheus import samples, scrape, total
 
 TFSERVING_VERSION = "2.18.0"
 IMAGE_CPU = f"tensorflow/serving:{TFSERVING_VERSION}"
@@ -45,6 +46,9 @@ MONITORING_CONFIG = "monitoring.config"
 METRICS_PATH = "/monitoring/prometheus/metrics"
 MAX_ENQUEUED_BATCHES = 100
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+# Prometheus histograms of the monitoring endpoint (microseconds, labels model_name, API, entrypoint REST|GRPC)
+REQUEST_LATENCY = ":tensorflow:serving:request_latency"  # the whole request inside the server: its total
+RUNTIME_LATENCY = ":tensorflow:serving:runtime_latency"  # the TensorFlow runtime's part: infer
 NEEDS_DOCKER = ("needs Docker: TensorFlow Serving has no binary for this machine "
                 f"({BINARY} is not on PATH); run with launcher=docker")
 
@@ -80,7 +84,12 @@ def monitoring_config() -> str:
 class TFServingServer(Server):
     name = "tfserving"
     runtime = "tfserving"
-    protocol = "tfserving_rest"
+    wires = {"json": Wire("tfserving_rest"), "grpc": Wire("tfserving_grpc", "grpc")}
+    missing_wires = {"binary": "TF Serving's REST API carries tensors as JSON only (its base64 form {\"b64\": ...} "
+                               "holds DT_STRING values, not numeric tensors); its binary path is gRPC "
+                               "(PredictionService/Predict with tensor_content)"}
+    timing_source = (f"TF Serving's Prometheus metrics (monitoring endpoint): {REQUEST_LATENCY} as its total and "
+                     f"{RUNTIME_LATENCY} as infer, for API predict over REST and gRPC")
     formats = ("savedmodel",)
     engines = {"savedmodel": "tensorflow"}
     port_names = ("http", "grpc")
@@ -159,9 +168,27 @@ class TFServingServer(Server):
                     if v.get("state") == "AVAILABLE"]
         return f"tensorflow-serving {TFSERVING_VERSION} (model version {','.join(versions) or '?'})"
 
+    def server_timings(self, endpoint: Endpoint) -> dict[str, float] | None:
+        return parse_timings(scrape(f"{endpoint.base_url}{METRICS_PATH}"), endpoint.model_name)
+
     def skip_reason(self, launcher: str, fmt: str | None = None, spec: ModelSpec | None = None) -> str | None:
         if launcher == "process" and shutil.which(BINARY) is None:
             return NEEDS_DOCKER
         if launcher == "docker":
             return official_unavailable_reason(self.image)
         return None
+
+
+def parse_timings(text: str, model_name: str) -> dict[str, float] | None:
+    """The breakdown's sums (ms) from TF Serving's monitoring text: predict requests over REST and gRPC."""
+    found = samples(text)
+    labels = {"model_name": model_name, "API": "predict"}
+    count = total(found, f"{REQUEST_LATENCY}_count", **labels)
+    if count is None:
+        return None
+    out = {"requests": count}
+    for name, key in ((REQUEST_LATENCY, "server_ms"), (RUNTIME_LATENCY, "infer_ms")):
+        value = total(found, f"{name}_sum", **labels)
+        if value is not None:
+            out[key] = value / 1000.0
+    return out

@@ -19,6 +19,10 @@ one); the frontend's Netty threads follow the server's CPU count.
 In a container the project image of docker/torchserve/ runs it; with the run option images=official, the
 registry's TorchServe image (OFFICIAL_IMAGE) runs the same layout, where a registry serves it.
 Readiness means the model's workers are READY (management API), not just `/ping`, which answers earlier.
+
+Wires: JSON rows over REST, raw tensor bytes over REST (`application/octet-stream`) and over the gRPC inference
+API (`Predictions`, port `grpc_inference`), all read by our handler. Its metrics port runs in Prometheus mode, so
+the frontend's latency counters and the handler's decode/infer/encode counters tell where a request's time goes.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from tasks.core.errors import ConfigError, ServerStartError
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import official_unavailable_reason, project_image
 from tasks.runtimes.venvs import ensure_runtime, runtime_env_vars
-from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server
+from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, Wire
 from tasks.serve.knobs import WITH_BATCHING, Knob
+from tasks.serve.prometheus import samples, scrape, total
 
 HANDLER = "handler.py"  # in the runtime folder (docker/torchserve/, or a reference's snapshot of it)
 LOG_CONFIG = "log4j2.xml"  # start-up and errors only: no access log, no per-request metrics
@@ -54,12 +59,23 @@ UNBATCHED_DELAY_MS = 100  # TorchServe's default maxBatchDelay; irrelevant with 
 RESPONSE_TIMEOUT_S = 120
 MAX_MESSAGE_BYTES = 1 << 30  # request and response bodies up to 1 GiB
 JVM_ARGS = "-XX:-UsePerfData"  # no /tmp/hsperfdata_<user>
+# Prometheus counters of the metrics port -> the breakdown's sums: the frontend's (microseconds, label model_name)
+# and our handler's (docker/torchserve/handler.py, milliseconds, label ModelName)
+FRONTEND_TIMINGS = {"ts_inference_latency_microseconds": "server_ms", "ts_queue_latency_microseconds": "queue_ms"}
+HANDLER_TIMINGS = {"ServingEvalDecodeMs": "decode_ms", "ServingEvalInferMs": "infer_ms",
+                   "ServingEvalEncodeMs": "encode_ms"}
 
 
 class TorchServeServer(Server):
     name = "torchserve"
     runtime = "torchserve"
-    protocol = "torchserve_rest"
+    wires = {"json": Wire("torchserve_rest"), "binary": Wire("torchserve_raw"),
+             "grpc": Wire("torchserve_grpc", "grpc_inference")}
+    timing_source = ("TorchServe's Prometheus metrics (metrics port, metrics_mode=prometheus): the frontend's "
+                     "ts_inference_latency_microseconds (its total) and ts_queue_latency_microseconds (queue), and "
+                     "the handler's decode, infer and encode counters; the rest of its total is the frontend and "
+                     "its IPC to the Python worker. Over gRPC the frontend adds nothing to its latency counters, so "
+                     "those rows have the handler's parts and no total")
     formats = ("torchscript",)
     engines = {"torchscript": "torchscript"}
     port_names = ("http", "management", "metrics", "grpc_inference", "grpc_management")
@@ -146,6 +162,9 @@ class TorchServeServer(Server):
             "install_py_dep_per_model=false",  # never pip install at model load
             "enable_envvars_config=false",  # stray TS_* variables cannot change this config
             "disable_system_metrics=true",
+            # the metrics port serves the frontend's counters and the handler's own (its decode/infer/encode
+            # counters are registered as they first appear): where each request's time goes
+            "metrics_mode=prometheus", "model_metrics_auto_detect=true",
             # TorchServe refuses requests (413) and drops responses ("Worker died") over 6.5 MB by default: a
             # batch of 4 ResNet-50 images or BERT hidden states as JSON is more than that
             f"max_request_size={MAX_MESSAGE_BYTES}",
@@ -189,6 +208,22 @@ class TorchServeServer(Server):
         with urllib.request.urlopen(request, timeout=HTTP_PROBE_TIMEOUT_S) as resp:
             info = json.load(resp)["info"]
         return f"torchserve {info['version']}"
+
+    def server_timings(self, endpoint: Endpoint) -> dict[str, float] | None:
+        found = samples(scrape(f"http://{endpoint.host}:{endpoint.ports['metrics']}/metrics"))
+        requests = total(found, "ts_inference_requests_total", model_name=endpoint.model_name)
+        if requests is None:
+            return None
+        out = {"requests": requests}
+        for name, key in FRONTEND_TIMINGS.items():
+            value = total(found, name, model_name=endpoint.model_name)
+            if value is not None:
+                out[key] = value / 1000.0
+        for name, key in HANDLER_TIMINGS.items():
+            value = total(found, name, ModelName=endpoint.model_name)
+            if value is not None:
+                out[key] = value
+        return out
 
     def skip_reason(self, launcher: str, fmt: str | None = None, spec: ModelSpec | None = None) -> str | None:
         if self.options.device == "gpu":

@@ -45,8 +45,8 @@ latter in `cleanup_globs` and the process launcher removes the former by prefix.
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import shutil
 import urllib.request
 from pathlib import Path
@@ -56,8 +56,9 @@ from tasks.core.errors import ConfigError
 from tasks.core.spec import ModelSpec, TensorSpec
 from tasks.runtimes.images import official_unavailable_reason, project_image
 from tasks.runtimes.venvs import RuntimeEnv, ensure_runtime
-from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, link_or_copy
+from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, Wire, link_or_copy
 from tasks.serve.knobs import WITH_BATCHING, Knob
+from tasks.serve.prometheus import samples, total
 
 TRITON_VERSION = "2.51.0"
 IMAGE = project_image("triton")  # built here from docker/triton/ (the wheel's server, python backend)
@@ -92,7 +93,9 @@ DATA_TYPES = {
 }
 COUNT_METRICS = ("nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
                  "nv_inference_exec_count")
-_METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)")
+# the statistics extension's inference_stats entry -> the breakdown's part (tasks.loadgen.measurement.ServerTiming)
+STATS_PARTS = {"success": "server_ms", "queue": "queue_ms", "compute_input": "decode_ms",
+               "compute_infer": "infer_ms", "compute_output": "encode_ms"}
 
 
 def _tensor_block(kind: str, tensors: tuple[TensorSpec, ...]) -> str:
@@ -130,8 +133,10 @@ def model_config(name: str, spec: ModelSpec, *, max_batch_size: int, dynamic_bat
 class TritonServer(Server):
     name = "triton"
     runtime = "triton"
-    protocol = "kserve_v2_rest"
-    grpc_protocol = "kserve_v2_grpc"  # on the "grpc" port, with Param protocol=grpc
+    wires = {"json": Wire("kserve_v2_rest"), "binary": Wire("kserve_v2_binary"), "grpc": Wire("kserve_v2_grpc", "grpc")}
+    timing_source = ("Triton's statistics extension (GET /v2/models/<model>/stats): queue, compute_input (decode), "
+                     "compute_infer (infer), compute_output (encode); success is its total. Its HTTP and gRPC front "
+                     "ends' reading and writing of the body lie outside that total")
     formats = ("onnx", "torchscript", "savedmodel", "tensorrt")
     engines = {"onnx": "onnxruntime", "torchscript": "libtorch", "savedmodel": "tensorflow",
                "tensorrt": "tensorrt"}
@@ -277,14 +282,28 @@ class TritonServer(Server):
             return parse_counts(resp.read().decode())
 
 
+    def server_timings(self, endpoint: Endpoint) -> dict[str, float]:
+        """Cumulative sums from the statistics extension, over the model's versions (ns -> ms)."""
+        url = f"http://{endpoint.host}:{endpoint.ports['http']}/v2/models/{endpoint.model_name}/stats"
+        with urllib.request.urlopen(url, timeout=HTTP_PROBE_TIMEOUT_S) as resp:
+            return parse_stats(json.load(resp))
+
+
 def parse_counts(text: str) -> dict[str, float]:
     """Sum each of COUNT_METRICS over its label sets in Prometheus text."""
-    counts = dict.fromkeys(COUNT_METRICS, 0.0)
-    for line in text.splitlines():
-        match = _METRIC_LINE.match(line)
-        if match and match["name"] in counts:
-            counts[match["name"]] += float(match["value"])
-    return counts
+    found = samples(text)
+    return {name: total(found, name) or 0.0 for name in COUNT_METRICS}
+
+
+def parse_stats(stats: dict) -> dict[str, float]:
+    """`requests` and the STATS_PARTS sums (ms) of a statistics extension answer, over every model version."""
+    out = dict.fromkeys(("requests", *STATS_PARTS.values()), 0.0)
+    for model in stats.get("model_stats", []):
+        inference = model.get("inference_stats", {})
+        out["requests"] += float(inference.get("success", {}).get("count", 0))
+        for entry, part in STATS_PARTS.items():
+            out[part] += float(inference.get(entry, {}).get("ns", 0)) / 1e6
+    return out
 
 
 def runtime_paths(env: RuntimeEnv) -> dict[str, Path | None]:
