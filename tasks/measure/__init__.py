@@ -3,7 +3,8 @@
     session.py       `measure_session`: every cell of one session as a row, judged by tasks.validate.outcome
     served_check.py  the served-output check before any load
     engine_speed.py  the engine's own speed in process, the ceiling a stack is read against
-    hostload.py      how much of the host's CPU other work used while we measured
+    hoststate.py     the host's state over each load point: other work's CPU, steal, the server's CPU share and wait
+    hostload.py      how much of the host's CPU other work used while we measured (the confirmation's probe)
     inputs.py        the inputs of a cell (model, runtime, server, serving options, load generator), fingerprinted
     duet.py          two servers measured at once on the same cores: pairs of simultaneous load points
 """
@@ -11,7 +12,7 @@
 from tasks.core.faces import lazy_exports
 
 EXPORTS = {"measure_session": "session", "check_served_outputs": "served_check", "engine_speed": "engine_speed",
-           "NeighbourProbe": "hostload", "cell_inputs": "inputs", "input_changes": "inputs",
-           "measure_duet": "duet"}
+           "NeighbourProbe": "hostload", "HostStateProbe": "hoststate", "cell_inputs": "inputs",
+           "input_changes": "inputs", "measure_duet": "duet"}
 __all__ = sorted(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)
