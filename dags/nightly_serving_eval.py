@@ -26,6 +26,7 @@ from tasks.plan.config import (
     CONCURRENCY_SWEEPS,
     LAUNCHERS,
     MAX_BATCH_SIZE,
+    MAX_QUIET_WAIT_S,
     MAX_READY_TIMEOUT_S,
     PROTOCOLS,
     RUN_MODES,
@@ -126,6 +127,16 @@ def _connection(conn_id: str):
                                 title="Tolerated error rate per load point",
                                 description="a load point with failed or timed-out requests is failed unless their "
                                             "fraction is below this (0: any error fails it)", section="Outcome"),
+        "max_neighbour_pct": suite_param("number", minimum=0, maximum=100,
+                                         title="Most host CPU other work may use during a load point, %",
+                                         description="above it (or with the server starved on its own CPUs) the "
+                                                     "point is contended: re-measured once after the host quiets, "
+                                                     "then published `contended`, never `ok` (100: never)",
+                                         section="Outcome"),
+        "quiet_wait_s": suite_param("number", minimum=0, maximum=MAX_QUIET_WAIT_S,
+                                    title="Wait for a quiet host before re-measuring a contended point, s",
+                                    description="at most this long; the point is then measured once more either way",
+                                    section="Outcome"),
         "stop_when_stable": suite_param("boolean", title="End a load point once stable",
                                   description="at the first window boundary where the last three windows agree, "
                                               "after min_windows; duration_s stays the bound", section="Load"),

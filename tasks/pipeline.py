@@ -37,6 +37,7 @@ from tasks.store.migrate import migrate_layout
 from tasks.store.publish import publish_run
 from tasks.store.s3 import ConnectionFields, S3Store
 from tasks.validate.expectations import validate_run
+from tasks.validate.outcome import MEASURED_STATUSES
 
 
 class RunFailed(ServingEvalError):
@@ -198,13 +199,19 @@ def merge_confirmed(regressions: dict, confirmed: list[dict | None]) -> dict:
 
 
 def run_status(collected: dict, validation: dict) -> str:
-    """complete: validated, every cell ok or skipped; partial: some cells failed, some were measured; failed:
-    validation failed, or no cell could be measured at all (a run that measured nothing is no partial result)."""
+    """complete: validated, every cell ok or skipped; partial: some cells failed or were contended (measured while
+    other work took the host, docs/measuring.md), some were measured; failed: validation failed, or no cell could be
+    measured at all (a run that measured nothing is no partial result)."""
     rows = collected["rows"]
     compared = [r for r in rows if r.get("role") != "control"]  # the control cell alone measures no comparison
-    if not validation["success"] or not any(r["status"] == "ok" for r in compared):
+    if not validation["success"] or not any(r["status"] in MEASURED_STATUSES for r in compared):
         return "failed"
-    return "partial" if failed_rows(rows) else "complete"
+    return "partial" if failed_rows(rows) or contended_rows(rows) else "complete"
+
+
+def contended_rows(rows: list[dict]) -> list[dict]:
+    """Rows measured while other work took the host's CPU, twice: their figures are not the stack's."""
+    return [r for r in rows if r["status"] == "contended"]
 
 
 def failed_rows(rows: list[dict]) -> list[dict]:
@@ -255,7 +262,7 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     return {
         "status": status, "bucket": config.s3_bucket, "prefix": manifest["prefix"],
         "manifest": f"s3://{config.s3_bucket}/{manifest['prefix']}/manifest.json",
-        "cells": len(rows), "failed": len(failed_rows(rows)),
+        "cells": len(rows), "failed": len(failed_rows(rows)), "contended": len(contended_rows(rows)),
         "beyond_capacity": sum(bool(r.get("beyond_capacity")) for r in rows),
         "skipped": sum(r["status"] == "skipped" for r in rows),
         "validation_success": validation["success"], "failed_expectations": validation["failed_expectations"],
@@ -286,6 +293,11 @@ def check_outcome(summary: dict) -> dict:
         raise RunFailed(f"{summary['failed']} of {summary['cells']} cells failed (published as partial to "
                         f"{summary['manifest']}); see the `reason` column. "
                         "Param fail_on_cell_failure=false turns this off.")
+    if summary.get("contended") and summary["fail_on_cell_failure"]:
+        raise RunFailed(f"{summary['contended']} of {summary['cells']} cells were contended: other work took the "
+                        f"host's CPU while they were measured, also when measured again (published as partial to "
+                        f"{summary['manifest']}); see the `reason` and `neighbour_cpu_pct` columns. Param "
+                        "fail_on_cell_failure=false turns this off; max_neighbour_pct=100 stops judging the host.")
     if summary.get("regressions") and summary.get("fail_on_regression"):
         raise RunFailed(f"{len(summary['regressions'])} regressions against the history (see regressions.json next to "
                         f"{summary['manifest']}): {summary['regressions'][:5]}")
@@ -297,7 +309,9 @@ def run_problems(summary: dict) -> list[str]:
     whatever the Params that let the DAG run stay green say."""
     problems = []
     if summary["status"] != "complete":
-        problems.append(f"run status {summary['status']}: {summary['failed']} of {summary['cells']} cells failed")
+        contended = f", {summary['contended']} contended" if summary.get("contended") else ""
+        problems.append(f"run status {summary['status']}: {summary['failed']} of {summary['cells']} cells failed"
+                        f"{contended}")
     if not summary["validation_success"]:
         problems.append(f"validation failed: {summary['failed_expectations']}")
     return problems
