@@ -31,6 +31,7 @@ from tasks.validate.outcome import (
     contended_reason,
     host_quiet,
     judge_host,
+    pair_host_flag,
 )
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -208,3 +209,52 @@ def test_a_real_probe_counts_a_spinning_child_of_this_process_as_other_work_and_
     assert state.neighbour_cpu_pct >= 100 * spinner_s / host_s - 5  # the spinner is other work (and maybe more)
     assert state.server_cpu_wait_pct is not None and state.server_cpu_wait_pct > 10  # it shared its CPU
     assert state.sources["server_cpu"] == "process tree" and state.sources["server_wait"] == "schedstat"
+
+
+def test_a_duet_pair_is_flagged_only_when_its_two_sides_saw_different_host_states():
+    def sides(a: dict, b: dict) -> dict:
+        return {"reference": {"throughput_rps": 100.0, "host": a}, "candidate": {"throughput_rps": 90.0, "host": b}}
+
+    busy = {"neighbour_cpu_pct": 70.0, "server_cpus_neighbour_pct": 60.0}
+    assert pair_host_flag(sides(busy, {**busy, "neighbour_cpu_pct": 66.0})) is None  # a busy host hits both: cancels
+    flag = pair_host_flag(sides(busy, {**busy, "server_cpus_neighbour_pct": 20.0}))
+    assert flag and "other work on the servers' CPUs 60 % (reference) against 20 % (candidate)" in flag
+    assert pair_host_flag(sides({}, {})) is None  # no host state recorded: nothing to tell apart
+
+
+def test_each_side_of_a_duet_records_the_host_state_counting_the_other_server_as_ours(monkeypatch):
+    from tasks.measure import duet
+
+    cpu = max(os.sched_getaffinity(0))
+    servers = [subprocess.Popen([sys.executable, "-c", SPIN, str(cpu)]) for _ in range(2)]
+
+    def fake_load_point(*args, **kwargs):
+        time.sleep(1.0)
+        return SimpleNamespace(throughput_rps=100.0, latency_ms_p50=1.0, latency_ms_p99=2.0, requests=100, errors=0,
+                               generator_cpu_pct=5.0), None
+
+    monkeypatch.setattr(duet, "run_load_point", fake_load_point)
+    try:
+        handles = [SimpleNamespace(pid=p.pid, container_id="", ports={}) for p in servers]
+        out, errors = {}, {}
+        settings = SimpleNamespace(server_cpus=(cpu,), generator_cpus=(), load=None)
+        side = SimpleNamespace(label="reference", spec=None)
+        duet._load_point(side, SimpleNamespace(handle=handles[0], endpoint=None), settings, None,
+                         SimpleNamespace(agree=None, abort=lambda: None), out, errors, others=(handles[1],))
+        # the same window read twice: once with the other server as ours, once without
+        other = psutil.Process(servers[1].pid)
+        with HostStateProbe(handles[0], (cpu,), others=(handles[1],)) as ours, HostStateProbe(handles[0], (cpu,)) \
+                as theirs:
+            before = sum(other.cpu_times()[:2])
+            time.sleep(1.0)
+            other_s = sum(other.cpu_times()[:2]) - before
+    finally:
+        for proc in servers:
+            proc.kill()
+            proc.wait()
+    assert not errors, errors
+    host = out["reference"]["host"]
+    assert set(host) >= {"neighbour_cpu_pct", "server_cpu_share_pct", "server_cpus_neighbour_pct"}
+    assert 10 < host["server_cpu_share_pct"] < 90  # the two "servers" shared the CPU
+    difference = theirs.result.server_cpus_neighbour_pct - ours.result.server_cpus_neighbour_pct
+    assert difference == pytest.approx(100 * other_s / ours.result.window_s, abs=10)

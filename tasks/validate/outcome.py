@@ -49,6 +49,7 @@ STARVED_NEIGHBOUR_PCT = 20.0  # other work on the server's CPUs, % of their time
 STARVED_WAIT_RATIO = 0.25  # the server's run-queue wait / the CPU time it got
 STARVED_MIN_WAIT_PCT = 5.0  # ... and at least this much of its CPUs' time (an idle server's waits are noise)
 NEVER_CONTENDED_PCT = 100.0  # max_neighbour_pct at this value: no point is judged contended
+DUET_HOST_DIFF_PCT = 10.0  # a duet pair whose two sides saw other work this many points apart is flagged
 MEASURED_STATUSES = ("ok", "contended")  # a load point that ran cleanly: its figures are the server's (or contended)
 
 
@@ -164,6 +165,24 @@ def contended_reason(first: Contention, waited_s: float, quieted: bool, again: C
     """The reason of a point contended twice: both readings and the wait between them."""
     wait = f"waiting {waited_s:.0f} s" + ("" if quieted else " (the host did not quiet within quiet_wait_s)")
     return f"{first.reason}; re-measured after {wait}: still {again.summary}"
+
+
+def pair_host_flag(sides: dict[str, dict]) -> str | None:
+    """Why a duet pair's two sides saw different host states, or None (`sides`: a DuetPair's label -> figures, each
+    with its `host`). A duet is judged on its ratio: other work that hits both sides is what it cancels, so a pair is
+    never flagged for a busy host, only for other work one side saw and the other did not (their windows did not
+    coincide, or the work ran on one side's CPUs)."""
+    hosts = {label: figures.get("host") or {} for label, figures in sides.items()}
+    if len(hosts) != 2:
+        return None
+    (label_a, a), (label_b, b) = hosts.items()
+    for name, what in (("neighbour_cpu_pct", "other work on the host"),
+                       ("server_cpus_neighbour_pct", "other work on the servers' CPUs")):
+        x, y = _pct(a.get(name)), _pct(b.get(name))
+        if x is not None and y is not None and abs(x - y) > DUET_HOST_DIFF_PCT:
+            return (f"the two sides saw different host states: {what} {x:.0f} % ({label_a}) against {y:.0f} % "
+                    f"({label_b}), more than {DUET_HOST_DIFF_PCT:g} points apart")
+    return None
 
 
 def errors_by_kind_json(measurement: dict) -> str:
