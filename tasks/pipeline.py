@@ -23,10 +23,11 @@ from tasks.core.metadata import collect_code_metadata, collect_host_metadata, ho
 from tasks.core.paths import CACHE_ENV, run_dir
 from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.core.spec import load_spec
-from tasks.measure.session import measure_session, not_measured
+from tasks.measure.hostcheck import HostCheck, HostRefused, check_host, describe
+from tasks.measure.session import host_run, measure_session, not_measured
 from tasks.plan.cells import Plan, Session, expected_rows, make_plan, rows_of
 from tasks.plan.config import RunConfig
-from tasks.plan.hosts import check_worker_host, sessions_of
+from tasks.plan.hosts import check_worker_host, is_distributed, sessions_of
 from tasks.regress.check import judge_run
 from tasks.regress.confirm import confirm_run, merge_confirmations
 from tasks.report.page import PublishedRun, render_report
@@ -63,11 +64,15 @@ def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionF
     then expand the plan. Bad input raises here, naming the model and field; nothing is converted or started."""
     plan = plan_run(params, conn)
     config = plan.config
+    check = check_run_host(config)
+    for line in describe(check):  # the nightly's first task logs the host it plans on
+        print(f"host check: {line}", flush=True)
     directory = prepare_run_dir(run_id)
     result_store(config, conn).check()
     run = {
         "run_id": run_id, "logical_date": logical_date, "started_at": now_iso(), "schema_version": SCHEMA_VERSION,
         "run_dir": str(directory), "host": collect_host_metadata(), "code": collect_code_metadata(),
+        "host_check": check.to_dict()["findings"],
     }
     return {"run": run, **plan.to_dict()}
 
@@ -78,7 +83,17 @@ def plan_run(params: dict, conn: ConnectionFields) -> Plan:
     calls this too, so a dry run refuses exactly what a run refuses."""
     plan = make_plan(RunConfig.from_params(params))
     check_sources(plan.config, conn)
+    check_run_host(plan.config)
     return plan
+
+
+def check_run_host(config: RunConfig) -> HostCheck:
+    """The pre-flight check of this host (`tasks.measure.hostcheck`, what `tasks.cli doctor` prints): its findings
+    and, where this host measures (one host), the run's hard limits, refused here before any work (HostRefused). In
+    a multi-host deployment the plan step runs elsewhere: each measuring host checks itself (`measure_in_run`)."""
+    if is_distributed():
+        return check_host(None, refuse=False)
+    return check_host(config)
 
 
 def check_sources(config: RunConfig, conn: ConnectionFields) -> None:
@@ -138,6 +153,14 @@ def measure_in_run(session: dict, conversions: list[dict], started: dict, conn: 
     if planned.host:
         check_worker_host(planned.host)
     config = run_plan(started).config
+    if is_distributed():  # the plan step checked another machine: this one checks itself
+        try:
+            check_host(config)
+        except HostRefused as exc:
+            run = host_run(started["run"])
+            return {"rows": [not_measured(run, c, "failed", str(exc)) for c in planned.cells],
+                    "timeline": {"session_id": planned.session_id, "server": planned.server,
+                                 "host": run["measuring_host"], "cells": {}, "refused": str(exc)[:1000]}}
     store = result_store(config, conn) if config.share_artifacts and conn is not None else None
     return measure_session(planned, conversions, started["run"], config, store=store)
 
@@ -236,7 +259,8 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     hosts = measuring_hosts(collected["rows"])
     # the host of the run: where it measured when that is one kind of machine (the plan's host otherwise)
     host = next(iter(hosts.values())) if len({host_fingerprint(h) for h in hosts.values()}) == 1 else run["host"]
-    provenance = json.loads(json.dumps({**run["code"], "host": host, "hosts": hosts, "config": config.to_dict()}))
+    provenance = json.loads(json.dumps({**run["code"], "host": host, "hosts": hosts, "config": config.to_dict(),
+                                        "host_check": run.get("host_check")}))
     files = {
         "results.parquet": to_parquet_bytes(frame),
         "results.csv": to_csv_bytes(frame),

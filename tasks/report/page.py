@@ -510,6 +510,17 @@ def _provenance(run: dict, rows: list[dict], suite: str | None) -> str:
     for entry in seen:
         parts.append("<tr>" + "".join(f"<td class=l>{_esc(v)}</td>" for v in entry) + "</tr>")
     parts.append("</table>")
+    findings = prov.get("host_check") or []
+    if findings:
+        parts.append("<h3>Host check (the plan step's, <code>python -m tasks.cli doctor</code>)</h3><table><tr>"
+                     "<th class=l>severity</th><th class=l>finding</th><th class=l>read</th>"
+                     "<th class=l>what it does to the numbers</th></tr>")
+        for f in findings:
+            cls = " class=bad" if f.get("severity") in ("warning", "refused") else ""
+            parts.append(f"<tr><td class=l><span{cls}>{_esc(f.get('severity'))}</span></td>"
+                         f"<td class=l>{_esc(f.get('name'))}</td><td class=l>{_esc(f.get('value'))}</td>"
+                         f"<td class=l>{_esc(f.get('effect'))}</td></tr>")
+        parts.append("</table>")
     config = prov.get("config")
     if config:
         parts.append(f"<h3>Run configuration</h3><pre>{_esc(json.dumps(config, indent=1, sort_keys=True))}</pre>")
