@@ -239,3 +239,14 @@ def test_compare_does_not_judge_a_contended_row():
     (record,) = compare_rows(before, after)
     assert record["verdict"] == "contended" and record["notes"][0].startswith("not compared: B was contended")
     assert record["metrics"]["throughput_rps"]["beyond_noise"] is None
+
+
+def test_the_provenance_shows_the_plan_steps_host_check():
+    finding = {"name": "hw_counters", "severity": "note", "value": "no hardware performance counters (ENOENT)",
+               "effect": "every figure here is a time"}
+    run = {**RUN, "provenance": {**RUN["provenance"], "host_check": [finding]}}
+    rows = [_row("triton", 3000.0, 1.5)]
+    data = {"results.parquet": to_parquet_bytes(to_frame(rows)), "plan.json": json.dumps(_plan(rows)).encode(),
+            "validation.json": b'{"success": true}', "regressions.json": b'{"records": []}', "parity.json": b"[]"}
+    page = render_report(PublishedRun.from_files(data, run))
+    assert "Host check" in page and "no hardware performance counters (ENOENT)" in page
