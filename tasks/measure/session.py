@@ -497,10 +497,12 @@ def _measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[d
         first_reading = {"host": first.host.to_dict(), "reason": first_contention.reason,
                          "throughput_rps": first.fields.get("throughput_rps"),
                          "latency_ms_p99": first.fields.get("latency_ms_p99")}
+        wait = {"waited_s": round(waited_s, 2), "quieted": quieted}
         if point.host is not None:
-            point.fields["host_state"] = point.host.to_json(
-                first=first_reading, quiet_wait={"waited_s": round(waited_s, 2), "quieted": quieted},
-                contended=contention.reason if contention else None)
+            point.fields["host_state"] = point.host.to_json(first=first_reading, quiet_wait=wait,
+                                                            contended=contention.reason if contention else None)
+        else:  # the re-measurement did not run: the first reading stays on record
+            point.fields["host_state"] = json.dumps({"first": first_reading, "quiet_wait": wait}, sort_keys=True)
         row["remeasured"] = True
         if contention is not None:
             outcome = PointOutcome("contended", contended_reason(first_contention, waited_s, quieted, contention),
