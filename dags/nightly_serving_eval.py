@@ -8,8 +8,9 @@ before anything is converted or started) and spreads the server sessions over th
 stop), in that host's Celery queue and one-slot pool `serving_eval_host_<host>`, so hosts measure side by side and
 no host ever runs two servers. Conversions and the other steps run on Airflow's default queue. Suspected
 regressions are re-measured by `confirm_<host>`, on the host that measured them, before they are published. Failed
-cells are published (run marked partial, or failed when nothing could be measured) and then fail the run in
-`check`.
+and contended cells (measured while other work took the host, also when measured again) are published (run marked
+partial, or failed when nothing could be measured) and then fail the run in `check`. The plan step logs the host's
+pre-flight check (`python -m tasks.cli doctor`) and refuses a host that fails a hard limit.
 """
 
 from __future__ import annotations
