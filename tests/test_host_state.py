@@ -105,10 +105,11 @@ def test_pressure_is_the_share_of_the_window_some_task_waited():
 
 def test_the_files_it_reads(tmp_path):
     stat = tmp_path / "stat"
-    stat.write_text(f"cpu  {3 * TICK} {TICK} {2 * TICK} 9000 10 0 0 {TICK} 0 0\n"
-                    f"cpu0 {3 * TICK} {TICK} {2 * TICK} 9000 10 0 0 {TICK} 0 0\nintr 1 2 3\n")
+    # user nice system idle iowait irq softirq steal: busy is user + nice + system + irq + softirq
+    stat.write_text(f"cpu  {3 * TICK} {TICK} {2 * TICK} 9000 10 0 {TICK} {TICK} 0 0\n"
+                    f"cpu0 {3 * TICK} {TICK} {2 * TICK} 9000 10 0 {TICK} {TICK} 0 0\nintr 1 2 3\n")
     cpus = read_proc_stat(stat)
-    assert set(cpus) == {"cpu", "cpu0"} and cpus["cpu"] == CpuTime(6.0, 1.0)
+    assert set(cpus) == {"cpu", "cpu0"} and cpus["cpu"] == CpuTime(7.0, 1.0)
     assert read_proc_stat(tmp_path / "missing") is None
     pressure = tmp_path / "cpu"
     pressure.write_text("some avg10=1.00 avg60=0.50 avg300=0.10 total=123456\nfull avg10=0.00 avg60=0.00 "

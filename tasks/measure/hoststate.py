@@ -8,13 +8,16 @@ server got the CPU it was given, and the load average (DESIGN.md, "Measuring hon
 What is read, at the start and the end of the point (`Reading`), and what it becomes (`HostState`, pure arithmetic
 on two readings, `host_state`):
 
-- every CPU's busy time from /proc/stat (user + nice + system, and steal): all of it that is not ours is other
-  work's (`neighbour_cpu_pct`, % of every CPU of the host over the point; steal included, shown apart as
+- every CPU's busy time from /proc/stat (user + nice + system + irq + softirq, and steal): all of it that is not
+  ours is other work's (`neighbour_cpu_pct`, % of every CPU of the host over the point; steal included, shown apart as
   `steal_pct`). Ours: this process and its reaped children (the load generator's workers), the server — its
   process tree (psutil, reaped descendants included through their parents' child times) or its container (its
   cgroup's CPU time: a container is no descendant of this process) — and the engine's `docker-proxy` forwarding the
   server's published ports. A live child of this process that is neither (a test's CPU spinner, an embedded S3) is
-  other work. irq and softirq time is nobody's (the loopback traffic of our own requests lands there) and left out;
+  other work. irq and softirq count as busy: a kernel without IRQ time accounting (this VM's) charges the softirq
+  a task ran (our own loopback traffic) to the task's CPU time, so leaving them out would make ours exceed the
+  CPUs' busy time; where the kernel accounts IRQ time apart, our requests' softirq (a few % of a core at thousands
+  of requests a second) reads as other work, an error towards "busy";
 - the server's CPU share of its budget: its CPU time / (its CPUs × the point's length) (`server_cpu_share_pct`);
 - how long the server's threads waited on a run queue, runnable but not running (/proc/<pid>/task/<tid>/schedstat,
   second field), summed over its threads, % of its CPUs × the point (`server_cpu_wait_pct`); a thread that ended
@@ -47,7 +50,7 @@ ENGINE_HELPER = "docker-proxy"  # forwards a container's published port: the ser
 
 @dataclass(frozen=True)
 class CpuTime:
-    """One CPU line of /proc/stat, in seconds: busy (user + nice + system) and steal."""
+    """One CPU line of /proc/stat, in seconds: busy (user + nice + system + irq + softirq) and steal."""
 
     busy_s: float
     steal_s: float
@@ -66,8 +69,8 @@ def read_proc_stat(path: Path = PROC / "stat") -> dict[str, CpuTime] | None:
             continue
         name, *values = line.split()
         numbers = [int(v) for v in values] + [0] * 8
-        user, nice, system, steal = numbers[0], numbers[1], numbers[2], numbers[7]
-        out[name] = CpuTime((user + nice + system) / ticks, steal / ticks)
+        user, nice, system, irq, softirq, steal = (numbers[i] for i in (0, 1, 2, 5, 6, 7))
+        out[name] = CpuTime((user + nice + system + irq + softirq) / ticks, steal / ticks)
     return out if "cpu" in out else None
 
 
