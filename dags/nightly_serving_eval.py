@@ -8,9 +8,10 @@ before anything is converted or started) and spreads the server sessions over th
 stop), in that host's Celery queue and one-slot pool `serving_eval_host_<host>`, so hosts measure side by side and
 no host ever runs two servers (but for a regression duet's pair, by design). Conversions and the other steps run on
 Airflow's default queue. A cell whose inputs changed since its reference night is measured beside that night's
-inputs by `duet_<host>`, on the host that measured it, before it is published. Failed
-cells are published (run marked partial, or failed when nothing could be measured) and then fail the run in
-`check`.
+inputs by `duet_<host>`, on the host that measured it, before it is published. Failed and contended cells
+(measured while other work took the host, also when measured again) are published (run marked partial, or failed
+when nothing could be measured) and then fail the run in `check`. The plan step logs the host's pre-flight check
+(`python -m tasks.cli doctor`) and refuses a host that fails a hard limit.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tasks.plan.config import (
     LAUNCHERS,
     MAX_BATCH_SIZE,
     MAX_DUET_PAIRS,
+    MAX_QUIET_WAIT_S,
     MAX_READY_TIMEOUT_S,
     PROTOCOLS,
     RUN_MODES,
@@ -131,6 +133,16 @@ def _connection(conn_id: str):
                                 title="Tolerated error rate per load point",
                                 description="a load point with failed or timed-out requests is failed unless their "
                                             "fraction is below this (0: any error fails it)", section="Outcome"),
+        "max_neighbour_pct": suite_param("number", minimum=0, maximum=100,
+                                         title="Most host CPU other work may use during a load point, %",
+                                         description="above it (or with the server starved on its own CPUs) the "
+                                                     "point is contended: re-measured once after the host quiets, "
+                                                     "then published `contended`, never `ok` (100: never)",
+                                         section="Outcome"),
+        "quiet_wait_s": suite_param("number", minimum=0, maximum=MAX_QUIET_WAIT_S,
+                                    title="Wait for a quiet host before re-measuring a contended point, s",
+                                    description="at most this long; the point is then measured once more either way",
+                                    section="Outcome"),
         "stop_when_stable": suite_param("boolean", title="End a load point once stable",
                                   description="at the first window boundary where the last three windows agree, "
                                               "after min_windows; duration_s stays the bound", section="Load"),

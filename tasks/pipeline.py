@@ -23,10 +23,11 @@ from tasks.core.metadata import collect_code_metadata, collect_host_metadata, ho
 from tasks.core.paths import CACHE_ENV, DOCKER_DIR, cache_root, run_dir
 from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.core.spec import load_spec
-from tasks.measure.session import measure_session, not_measured
+from tasks.measure.hostcheck import HostCheck, HostRefused, check_host, describe
+from tasks.measure.session import host_run, measure_session, not_measured
 from tasks.plan.cells import Plan, Session, expected_rows, make_plan, rows_of
 from tasks.plan.config import RunConfig
-from tasks.plan.hosts import check_worker_host, sessions_of
+from tasks.plan.hosts import check_worker_host, is_distributed, sessions_of
 from tasks.regress.check import judge_run
 from tasks.regress.duets import REFERENCES_FILE, merge_duets, references_json, run_duets
 from tasks.regress.references import row_inputs
@@ -40,6 +41,7 @@ from tasks.store.publish import publish_run
 from tasks.store.runtimes import publish_runtime
 from tasks.store.s3 import ConnectionFields, S3Store
 from tasks.validate.expectations import validate_run
+from tasks.validate.outcome import MEASURED_STATUSES
 
 
 class RunFailed(ServingEvalError):
@@ -65,11 +67,15 @@ def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionF
     then expand the plan. Bad input raises here, naming the model and field; nothing is converted or started."""
     plan = plan_run(params, conn)
     config = plan.config
+    check = check_run_host(config)
+    for line in describe(check):  # the nightly's first task logs the host it plans on
+        print(f"host check: {line}", flush=True)
     directory = prepare_run_dir(run_id)
     result_store(config, conn).check()
     run = {
         "run_id": run_id, "logical_date": logical_date, "started_at": now_iso(), "schema_version": SCHEMA_VERSION,
         "run_dir": str(directory), "host": collect_host_metadata(), "code": collect_code_metadata(),
+        "host_check": check.to_dict()["findings"],
     }
     return {"run": run, **plan.to_dict()}
 
@@ -80,7 +86,17 @@ def plan_run(params: dict, conn: ConnectionFields) -> Plan:
     calls this too, so a dry run refuses exactly what a run refuses."""
     plan = make_plan(RunConfig.from_params(params))
     check_sources(plan.config, conn)
+    check_run_host(plan.config)
     return plan
+
+
+def check_run_host(config: RunConfig) -> HostCheck:
+    """The pre-flight check of this host (`tasks.measure.hostcheck`, what `tasks.cli doctor` prints): its findings
+    and, where this host measures (one host), the run's hard limits, refused here before any work (HostRefused). In
+    a multi-host deployment the plan step runs elsewhere: each measuring host checks itself (`measure_in_run`)."""
+    if is_distributed():
+        return check_host(None, refuse=False)
+    return check_host(config)
 
 
 def check_sources(config: RunConfig, conn: ConnectionFields) -> None:
@@ -140,6 +156,14 @@ def measure_in_run(session: dict, conversions: list[dict], started: dict, conn: 
     if planned.host:
         check_worker_host(planned.host)
     config = run_plan(started).config
+    if is_distributed():  # the plan step checked another machine: this one checks itself
+        try:
+            check_host(config)
+        except HostRefused as exc:
+            run = host_run(started["run"])
+            return {"rows": [not_measured(run, c, "failed", str(exc)) for c in planned.cells],
+                    "timeline": {"session_id": planned.session_id, "server": planned.server,
+                                 "host": run["measuring_host"], "cells": {}, "refused": str(exc)[:1000]}}
     store = result_store(config, conn) if config.share_artifacts and conn is not None else None
     return measure_session(planned, conversions, started["run"], config, store=store)
 
@@ -212,13 +236,19 @@ def merge_duet_parts(regressions: dict, parts: list[dict | None]) -> dict:
 
 
 def run_status(collected: dict, validation: dict) -> str:
-    """complete: validated, every cell ok or skipped; partial: some cells failed, some were measured; failed:
-    validation failed, or no cell could be measured at all (a run that measured nothing is no partial result)."""
+    """complete: validated, every cell ok or skipped; partial: some cells failed or were contended (measured while
+    other work took the host, docs/measuring.md), some were measured; failed: validation failed, or no cell could be
+    measured at all (a run that measured nothing is no partial result)."""
     rows = collected["rows"]
     compared = [r for r in rows if r.get("role") != "control"]  # the control cell alone measures no comparison
-    if not validation["success"] or not any(r["status"] == "ok" for r in compared):
+    if not validation["success"] or not any(r["status"] in MEASURED_STATUSES for r in compared):
         return "failed"
-    return "partial" if failed_rows(rows) else "complete"
+    return "partial" if failed_rows(rows) or contended_rows(rows) else "complete"
+
+
+def contended_rows(rows: list[dict]) -> list[dict]:
+    """Rows measured while other work took the host's CPU, twice: their figures are not the stack's."""
+    return [r for r in rows if r["status"] == "contended"]
 
 
 def failed_rows(rows: list[dict]) -> list[dict]:
@@ -243,7 +273,8 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     hosts = measuring_hosts(collected["rows"])
     # the host of the run: where it measured when that is one kind of machine (the plan's host otherwise)
     host = next(iter(hosts.values())) if len({host_fingerprint(h) for h in hosts.values()}) == 1 else run["host"]
-    provenance = json.loads(json.dumps({**run["code"], "host": host, "hosts": hosts, "config": config.to_dict()}))
+    provenance = json.loads(json.dumps({**run["code"], "host": host, "hosts": hosts, "config": config.to_dict(),
+                                        "host_check": run.get("host_check")}))
     files = {
         "results.parquet": to_parquet_bytes(frame),
         "results.csv": to_csv_bytes(frame),
@@ -270,7 +301,7 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     return {
         "status": status, "bucket": config.s3_bucket, "prefix": manifest["prefix"],
         "manifest": f"s3://{config.s3_bucket}/{manifest['prefix']}/manifest.json",
-        "cells": len(rows), "failed": len(failed_rows(rows)),
+        "cells": len(rows), "failed": len(failed_rows(rows)), "contended": len(contended_rows(rows)),
         "beyond_capacity": sum(bool(r.get("beyond_capacity")) for r in rows),
         "skipped": sum(r["status"] == "skipped" for r in rows),
         "validation_success": validation["success"], "failed_expectations": validation["failed_expectations"],
@@ -316,6 +347,11 @@ def check_outcome(summary: dict) -> dict:
         raise RunFailed(f"{summary['failed']} of {summary['cells']} cells failed (published as partial to "
                         f"{summary['manifest']}); see the `reason` column. "
                         "Param fail_on_cell_failure=false turns this off.")
+    if summary.get("contended") and summary["fail_on_cell_failure"]:
+        raise RunFailed(f"{summary['contended']} of {summary['cells']} cells were contended: other work took the "
+                        f"host's CPU while they were measured, also when measured again (published as partial to "
+                        f"{summary['manifest']}); see the `reason` and `neighbour_cpu_pct` columns. Param "
+                        "fail_on_cell_failure=false turns this off; max_neighbour_pct=100 stops judging the host.")
     if summary.get("regressions") and summary.get("fail_on_regression"):
         raise RunFailed(f"{len(summary['regressions'])} regressions against the history (see regressions.json next to "
                         f"{summary['manifest']}): {summary['regressions'][:5]}")
@@ -327,7 +363,9 @@ def run_problems(summary: dict) -> list[str]:
     whatever the Params that let the DAG run stay green say."""
     problems = []
     if summary["status"] != "complete":
-        problems.append(f"run status {summary['status']}: {summary['failed']} of {summary['cells']} cells failed")
+        contended = f", {summary['contended']} contended" if summary.get("contended") else ""
+        problems.append(f"run status {summary['status']}: {summary['failed']} of {summary['cells']} cells failed"
+                        f"{contended}")
     if not summary["validation_success"]:
         problems.append(f"validation failed: {summary['failed_expectations']}")
     return problems

@@ -28,6 +28,9 @@ def test_cli_run_publishes_a_run(embedded_s3, bucket):
     verify_manifest(store, manifest)
     frame = results_frame(store, manifest)
     assert list(frame["status"]) == ["ok"] and frame["throughput_rps"][0] > 0
+    assert frame["host_state"][0] and frame["neighbour_cpu_pct"].notna().all()  # recorded, not judged here
+    findings = {f["name"]: f for f in manifest["provenance"]["host_check"]}  # the plan step's pre-flight check
+    assert {"cpus", "hw_counters", "memory", "disk"} <= set(findings) and "host check: " in proc.stdout
 
 
 def test_cli_run_rejects_bad_params_naming_the_field():

@@ -14,6 +14,7 @@ import pytest
 
 from tasks.core.paths import DOCKER_DIR
 from tasks.runtimes.ports import free_ports
+from tests.dagrun import HOST_NOT_JUDGED
 
 COMPOSE_FILE = DOCKER_DIR / "compose.yaml"
 UP_TIMEOUT_S = 300
@@ -156,7 +157,7 @@ def test_a_run_through_the_whole_compose_deployment(compose, no_docker_leftovers
             time.sleep(5)
         print(f"deployment up, DAG parsed after {time.monotonic() - started:.0f} s")
         conf = {"suite": "smoke", "concurrencies": [1], "duration_s": 3.0, "warmup_s": 1.0, "window_s": 1.0,
-                "hosts": ["cpu-a"], "ready_timeout_s": 300}
+                "hosts": ["cpu-a"], "ready_timeout_s": 300, **HOST_NOT_JUDGED}
         trigger = ("dags", "trigger", "nightly_serving_eval", "--run-id", "compose-e2e", "--conf", json.dumps(conf))
         for args in (("dags", "unpause", "nightly_serving_eval"), trigger):
             _run(compose, env, *project, "exec", "-T", "airflow-api-server", "airflow", *args)

@@ -21,7 +21,7 @@ from tasks.plan.cells import make_plan
 from tasks.plan.config import RunConfig
 from tasks.serve.launchers.base import handles_dir
 from tasks.serve.launchers.docker import LABEL_OWNER, LABEL_RUN_ID, DockerLauncher
-from tests.dagrun import REPO
+from tests.dagrun import HOST_NOT_JUDGED, REPO
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,7 @@ def test_container_killed_mid_load_fails_its_cell(tmp_path, monkeypatch, project
     run_id = f"test-docker-kill-{os.getpid()}"
     config = RunConfig.from_params({"servers": ["custom"], "launcher": "docker", "concurrencies": [1, 2, 4],
                                     "duration_s": 2.0, "warmup_s": 0.5, "window_s": 0.5, "ready_timeout_s": 60,
-                                    "server_memory": "1g"})
+                                    "server_memory": "1g", **HOST_NOT_JUDGED})
     (session,) = make_plan(config).sessions
     import tasks.measure.session
 
@@ -123,7 +123,8 @@ def test_tfserving_cells_skip_without_its_official_image(tmp_path, docker_engine
     if reason is None:
         pytest.skip(f"{IMAGE_CPU} is on this engine or a registry serves it: TF Serving cells run here")
     config = RunConfig.from_params({"models": ["tiny-cnn-tf"], "formats": ["savedmodel"], "servers": ["tfserving"],
-                                    "launcher": "docker", "concurrencies": [1], "control_cell": "none"})
+                                    "launcher": "docker", "concurrencies": [1], "control_cell": "none",
+                                    **HOST_NOT_JUDGED})
     (session,) = make_plan(config).sessions
     from tasks.core.paths import artifacts_root
 

@@ -94,3 +94,31 @@ def test_stats_arithmetic():
     stats["memory_stats"]["stats"] = {"inactive_file": 50 * 2**20}  # cgroup v2's name
     assert container_memory_bytes(stats) == 250 * 2**20
     assert container_cpu_pct({"cpu_stats": {}, "precpu_stats": {}}) is None  # the stream's first reading
+
+
+def test_the_host_state_counts_a_container_as_the_server_not_as_other_work(burner):
+    """A container is no descendant of the measuring process: read through its cgroup, its CPU is the server's
+    (its share of the CPUs it may use), not other work's: a probe that subtracted no server over the same window
+    sees the container's CPU as other work on top."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from tasks.measure.hoststate import HostStateProbe, host_state
+
+    handle = SimpleNamespace(pid=0, container_id=burner.id, ports={})
+    for _ in range(ATTEMPTS):  # a shared host may hold the burner back for a moment
+        independent = busy_share_pct(burner)
+        blind = HostStateProbe(None)
+        started = time.monotonic()
+        with HostStateProbe(handle) as server:
+            a = blind.read()
+            time.sleep(WINDOW_S)
+            b = blind.read()
+        burned_pct = independent(started)
+        if burned_pct > 50:
+            break
+    state = server.result
+    assert state.sources["server_cpu"] == "cgroup" and state.sources["server_wait"] == "schedstat"
+    assert state.server_cpu_share_pct == pytest.approx(burned_pct / state.server_cores, abs=15)
+    nobody = host_state(replace(a, server_cpu_s=0.0), replace(b, server_cpu_s=0.0))  # no server subtracted
+    assert nobody.neighbour_cpu_pct - state.neighbour_cpu_pct == pytest.approx(burned_pct / state.cores, abs=10)

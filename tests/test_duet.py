@@ -65,6 +65,19 @@ def test_noisy_pairs_stay_undecided_and_the_noise_floor_widens_the_test():
     assert floored.noise_floor["throughput_rps"] == 0.08 and floored.source["aa_noise"] == {"throughput_rps": 0.08}
 
 
+def test_a_pair_whose_sides_saw_different_host_states_is_set_aside():
+    from tasks.regress.duets import trusted_pairs
+
+    pairs = pairs_of(0.90, 0.005, 5)
+    for pair in pairs:
+        for side in pair["sides"].values():
+            side["host"] = {"neighbour_cpu_pct": 40.0, "server_cpus_neighbour_pct": 2.0}  # busy, for both: kept
+    pairs[2]["sides"]["candidate"]["host"] = {"neighbour_cpu_pct": 40.0, "server_cpus_neighbour_pct": 30.0}
+    trusted, flags = trusted_pairs(pairs)
+    assert [p["index"] for p in trusted] == [0, 1, 3, 4]
+    assert len(flags) == 1 and flags[0].startswith("pair 2:") and "servers' CPUs" in flags[0]
+
+
 def test_the_aa_noise_is_the_spread_of_a_pairs_log_ratio():
     pairs = pairs_of(1.0, 0.02, 6)
     noise = aa_noise(pairs)

@@ -194,3 +194,67 @@ def test_digest_picks_the_best_stack_per_model():
     md = render_markdown({"logical_date": "2026-11-29", "run_status": "complete", "run_id": "r", "cells": 2,
                           "failed_cells": 0, "best": best, "regressions": []})
     assert "| mlp | 1 | triton/onnx |" in md and "None." in md
+
+
+def test_contended_rows_are_counted_first_and_never_ranked_or_plotted():
+    rows = _sweep_rows()
+    hog = {"neighbour_cpu_pct": 62.0, "server_cpu_share_pct": 31.0, "steal_pct": 3.0}
+    rows.append(_row("kserve", 9000.0, 1.0, "contended", "other work used 62 % of the host's CPU during the point "
+                     "(more than max_neighbour_pct 25); re-measured after waiting 20 s: still other work 58 %",
+                     remeasured=True, **hog))
+    for r in rows[:-1]:
+        r.update(neighbour_cpu_pct=4.0, server_cpu_share_pct=88.0, steal_pct=1.0)
+    assert all(r["best"]["stack"] != "kserve/onnx" for r in recommend(rows) if r["best"])
+    page = render_report(_published(rows))
+    first = page[page.index("<p>Run "):page.index("</p>", page.index("<p>Run "))]
+    assert "1 contended" in first and "1 of 14 rows was contended" in first and "used 62 % of the host's CPU" in first
+    assert "as little as 31" in first
+    assert "kserve" not in "".join(_series_of(page, "scaling-concurrency"))
+    assert "Contended, failed and skipped cells (2)" in page and "re-measured after waiting 20 s" in page
+    assert "title='other work on the host 62.0 %" in page  # each row's host state on hover in the table of rows
+    quiet = render_report(_published(rows[:-1]))
+    assert "No row was contended: other work used 4 % of the host's CPU during a point" in quiet
+
+
+def test_one_recommendation_row_per_answer_listing_its_bounds_with_the_runs_own_bound():
+    rows = [_row("triton", 3000.0, 1.5, cv=0.01), _row("custom", 2000.0, 2.5, cv=0.01)]
+    run = {**RUN, "provenance": {**RUN["provenance"], "config": {"p99_bound_ms": 1000.0}}}
+    data = {"results.parquet": to_parquet_bytes(to_frame(rows)), "plan.json": json.dumps(_plan(rows)).encode(),
+            "validation.json": b'{"success": true}', "regressions.json": b'{"records": []}', "parity.json": b"[]"}
+    page = render_report(PublishedRun.from_files(data, run))
+    table = page[page.index("<table class=recommendation>"):page.index("</table>", page.index("class=recommendation"))]
+    assert table.count("<tr>") == 2  # the header and one answer: triton/onnx under every bound
+    assert "≤ 10 ms, ≤ 50 ms, ≤ 200 ms, ≤ 1,000 ms and no bound" in table
+    assert "own p99_bound_ms, 1,000 ms" in page
+    assert "yes: the difference 1,000 req/s against 2·sqrt" in table and "(CVs 1 % and 1 %)" in table
+
+
+def test_beyond_noise_states_the_intervals_it_was_judged_on():
+    wide = dict(throughput_rps_ci_low=1500.0, throughput_rps_ci_high=6000.0)
+    rows = [_row("triton", 4120.0, 1.5, **wide), _row("custom", 2000.0, 2.5, throughput_rps_ci_low=900.0,
+                                                        throughput_rps_ci_high=3100.0)]
+    (record,) = [r for r in recommend(rows) if r["p99_bound_ms"] is None]
+    assert round(record["margin_pct"]) == 106 and record["beyond_noise"] is False
+    page = render_report(_published(rows))
+    assert ("no, within noise: the 95 % intervals 1,500–6,000 (best) and 900–3,100 req/s (runner-up) overlap"
+            in page)
+    assert "A large margin can still be within noise" in page
+
+
+def test_compare_does_not_judge_a_contended_row():
+    before = [_row("triton", 3000.0, 1.5, cv=0.01)]
+    after = [_row("triton", 300.0, 15.0, "contended", "other work used 70 % of the host's CPU", cv=0.01)]
+    (record,) = compare_rows(before, after)
+    assert record["verdict"] == "contended" and record["notes"][0].startswith("not compared: B was contended")
+    assert record["metrics"]["throughput_rps"]["beyond_noise"] is None
+
+
+def test_the_provenance_shows_the_plan_steps_host_check():
+    finding = {"name": "hw_counters", "severity": "note", "value": "no hardware performance counters (ENOENT)",
+               "effect": "every figure here is a time"}
+    run = {**RUN, "provenance": {**RUN["provenance"], "host_check": [finding]}}
+    rows = [_row("triton", 3000.0, 1.5)]
+    data = {"results.parquet": to_parquet_bytes(to_frame(rows)), "plan.json": json.dumps(_plan(rows)).encode(),
+            "validation.json": b'{"success": true}', "regressions.json": b'{"records": []}', "parity.json": b"[]"}
+    page = render_report(PublishedRun.from_files(data, run))
+    assert "Host check" in page and "no hardware performance counters (ENOENT)" in page

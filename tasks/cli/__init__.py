@@ -5,6 +5,7 @@
     local.py    demo, airflow
     store.py    runs, report, compare, hosts, exclude, exclusions, include, migrate
     contract.py reference (docs/results-reference.md from the results contract)
+    doctor.py   doctor (is this host fit to measure on: the pre-flight check)
     images.py   images build|prune|compose-env
     engine.py   engine start|stop|status|run
     deploy.py   deploy init|bucket

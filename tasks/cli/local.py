@@ -132,7 +132,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"\nresults copied to {out}; the embedded S3 keeps every published run in {LOCAL_STATE_DIR}")
     problems = []
     if manifest["status"] != "complete":
-        problems.append(f"run status {manifest['status']} (see the failed cells above)")
+        problems.append(f"run status {manifest['status']} (see the failed or contended cells above)")
     if returncode != 0:
         problems.append(f"the DAG run failed (exit code {returncode}; log: {log_path})")
     for problem in problems:

@@ -6,6 +6,7 @@ set-up of runtimes, images, the Docker engine and a deployment. Each group of co
     python -m tasks.cli runs | report | compare | hosts | exclude | exclusions | include | migrate
                                                      store.py   read (annotate, move) the published runs
     python -m tasks.cli reference                    contract.py  the results' data dictionary, from the contract
+    python -m tasks.cli doctor                       doctor.py  is this host fit to measure on (the pre-flight check)
     python -m tasks.cli images build|prune|compose-env   images.py  container images
     python -m tasks.cli engine start|stop|status|run     engine.py  the local Docker engine
     python -m tasks.cli deploy init|bucket               deploy.py  a deployment's one-shot set-up
@@ -13,10 +14,10 @@ set-up of runtimes, images, the Docker engine and a deployment. Each group of co
 Exit codes of run/demo: 0 the run published and fully ok; 1 published but not fully ok (failed cells, failed
 validation, nothing measured, or a failing `check`); 2 refused before any work (bad input, store unreachable);
 130 interrupted (Ctrl-C or SIGTERM: every process the command started is stopped first).
-Exit codes of plan/runs/report/compare/migrate/reference: 0 ok; 1 `compare` found B worse than A beyond noise (or
+Exit codes of plan/runs/report/compare/migrate/reference/doctor: 0 ok; 1 `compare` found B worse than A beyond noise (or
 an ok cell of A failed in B), `report --check` found the rebuilt page differs from the published one, `migrate`
-left a folder in the old layout, or `reference --check` found the page differs from the contract; 2 bad input (a
-field, a run id).
+left a folder in the old layout, `reference --check` found the page differs from the contract, or `doctor` found
+a hard limit this host fails (a run would be refused); 2 bad input (a field, a run id).
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ import argparse
 import subprocess
 import sys
 
-from tasks.cli import contract, deploy, engine, images, local, runs, store
+from tasks.cli import contract, deploy, doctor, engine, images, local, runs, store
 from tasks.cli.output import EXIT_INTERRUPTED, EXIT_REFUSED
 from tasks.core.errors import ServingEvalError
 from tasks.runtimes import interrupts
 
-COMMAND_GROUPS = (runs, local, store, contract, images, engine, deploy)
+COMMAND_GROUPS = (runs, local, store, contract, doctor, images, engine, deploy)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -4,16 +4,36 @@ from __future__ import annotations
 
 EXIT_OK, EXIT_NOT_OK, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
 SUMMARY_COLUMNS = ("model", "format", "server", "batch_size", "load", "throughput_rps", "latency_ms_p50",
-                   "latency_ms_p99", "error_rate", "server_cpu_pct", "startup_s", "stable", "status")
+                   "latency_ms_p99", "error_rate", "server_cpu_pct", "neighbour_cpu_pct", "startup_s", "stable",
+                   "status")
 
 
 def print_summary(frame) -> None:
-    """A run's rows as a table of the headline columns, then each row that is not ok with its reason."""
+    """A run's rows as a table of the headline columns, the host's state they were measured in, then each row that
+    is not ok with its reason."""
     cols = [c for c in SUMMARY_COLUMNS if c in frame.columns]
     print(frame[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    line = host_line(frame)
+    if line:
+        print(line)
     failed = frame[frame["status"] != "ok"]
     for _, row in failed.iterrows():
         print(f"  {row['server']}/{row['format']} load={row['load']}: {row['status']}: {str(row['reason'])[:300]}")
+
+
+def host_line(frame) -> str:
+    """"host: other work 3 % of its CPU during a point (median; at most 9 %), steal at most 1 %; 0 rows contended"."""
+    if "neighbour_cpu_pct" not in frame.columns or frame["neighbour_cpu_pct"].isna().all():
+        return ""
+    other = frame["neighbour_cpu_pct"].dropna()
+    text = f"host: other work {other.median():.0f} % of its CPU during a point (median; at most {other.max():.0f} %)"
+    if "steal_pct" in frame.columns and frame["steal_pct"].notna().any():
+        text += f", steal at most {frame['steal_pct'].max():.0f} %"
+    if "load_avg_1m" in frame.columns and frame["load_avg_1m"].notna().any():
+        text += f", load average up to {frame['load_avg_1m'].max():.2f}"
+    contended = int((frame["status"] == "contended").sum())
+    remeasured = int(frame["remeasured"].fillna(False).astype(bool).sum()) if "remeasured" in frame.columns else 0
+    return f"{text}; {contended} rows contended, {remeasured} re-measured"
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:

@@ -102,7 +102,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(table([[r["label"], f"{r['status_a'] or '-'} -> {r['status_b'] or '-'}",
                       *(change_text(r["metrics"].get(m)) for m in metrics), r["verdict"], "; ".join(r["notes"])]
                      for r in records], header))
-        counts = {v: sum(r["verdict"] == v for r in records) for v in ("worse", "better", "same", "new", "gone")}
+        counts = {v: sum(r["verdict"] == v for r in records) for v in ("worse", "better", "same", "contended", "new",
+                                                                        "gone")}
         print(f"{len(records)} cells: " + ", ".join(f"{n} {v}" for v, n in counts.items())
               + " (++/--: better/worse beyond noise)")
     return 1 if any(r["verdict"] == "worse" for r in records) else 0

@@ -67,6 +67,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("server_rss_mb", "MiB", LOWER, "Server memory", reported=True),
     # the server's CPU time per request: what a duet judges first (it passes through host noise least)
     Metric("server_cpu_us_per_request", "µs", LOWER, "Server CPU per request", reported=True, duet=True),
+    # the host's state during a point (tasks/measure/hoststate.py): lower is a quieter host, judged by
+    # tasks/validate/outcome.py, never ranked or regressed
+    Metric("neighbour_cpu_pct", "%", LOWER, "Neighbour CPU"),
+    Metric("steal_pct", "%", LOWER, "Steal"),
+    Metric("server_cpu_wait_pct", "%", LOWER, "Server run-queue wait"),
     Metric("startup_s", "s", LOWER, "Start-up time", min_effect=0.20, min_abs_change=0.15, prior_noise=0.15,
            judged=True, reported=True),
     # derived in the report: throughput_rps / (server_cpu_pct / 100), the requests one busy core serves

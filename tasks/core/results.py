@@ -14,7 +14,8 @@ from typing import Any
 from tasks.core.metrics import METRICS
 
 SCHEMA_VERSION = "1.5"  # what each version changed: SCHEMA_CHANGES
-STATUSES = ("ok", "failed", "skipped")
+# `contended` (1.5): the point ran cleanly but other work took the host's CPU while it ran, twice (docs/measuring.md)
+STATUSES = ("ok", "contended", "failed", "skipped")
 CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id", "protocol")
 SESSION_KEY = CELL_KEY[:5]  # model, format, server, launcher, device: what one server session serves and where
 POINT_KEY = (*CELL_KEY[:8], "protocol")  # a planned point: the cell key before a configuration, and its wire
@@ -219,6 +220,31 @@ CONTRACT: tuple[Column, ...] = (
         _metric("startup_s", "from the server's start to its first ready answer"),
     ),
     *_columns(
+        "Host state",
+        _metric("neighbour_cpu_pct", "CPU time of other work during the load point (everything but the server, the "
+                                     "load generator and the measuring process; the hypervisor's steal included), "
+                                     "% of all the host's CPUs over the point; null where /proc/stat or the server's "
+                                     "CPU time cannot be read", since="1.5"),
+        _metric("steal_pct", "the hypervisor's steal time during the point (/proc/stat), % of all the host's CPUs: a "
+                             "part of neighbour_cpu_pct", since="1.5"),
+        _col("server_cpus_neighbour_pct", FLOAT, "other work on the server's own CPUs during the point, % of their "
+                                                 "time (an unpinned server: the host's figure)", "%", since="1.5"),
+        _col("server_cpu_share_pct", FLOAT, "the server's CPU time during the point, % of what it was given (its CPUs "
+                                            "× the point's length)", "%", since="1.5"),
+        _metric("server_cpu_wait_pct", "time the server's threads were runnable but waiting for a CPU during the "
+                                       "point (schedstat), % of its CPUs × the point's length; null where the kernel "
+                                       "keeps no schedstat or the server runs on a remote engine", since="1.5"),
+        _col("host_cpu_pressure_pct", FLOAT, "the host's CPU pressure during the point (/proc/pressure/cpu `some`: the "
+                                             "share of time some task waited for a CPU), or null without PSI", "%",
+             since="1.5"),
+        _col("load_avg_1m", FLOAT, "the host's 1-minute load average at the end of the point", "tasks",
+             since="1.5"),
+        _col("host_state", STRING, "everything read of the host during the point as JSON: the figures above, the "
+                                   "server's pressure and throttling where its cgroup has them, the source of each "
+                                   "(`unknown` where missing) and, for a re-measured point, its first reading and "
+                                   "the wait for a quiet host", since="1.5"),
+    ),
+    *_columns(
         "Outcome",
         _metric("served_err_ratio", "the served-output check before load: worst |a-b| / (atol + rtol*|b|) against "
                                     "the reference; <= 1 passes", since="1.3"),
@@ -227,7 +253,11 @@ CONTRACT: tuple[Column, ...] = (
         _col("beyond_capacity", BOOL, "a sweep's point that failed only because its load exceeded what the server "
                                       "sustains (healthy after it, a lower load ok): the sweep's answer, not a fault; "
                                       "it does not make the run partial", since="1.3"),
-        _col("status", STRING, "`ok`, `failed` or `skipped` (docs/measuring.md, when a row says ok)"),
+        _col("remeasured", BOOL, "the point was measured a second time, after waiting for a quiet host, because the "
+                                 "first measurement was contended; its figures are the second's", since="1.5"),
+        _col("status", STRING, "`ok`, `contended` (1.5: measured cleanly twice but other work took the host's CPU "
+                               "both times; the figures are kept and are not the stack's), `failed` or `skipped` "
+                               "(docs/measuring.md, when a row says ok)"),
         _col("reason", STRING, "why a row is not ok, in words a user can act on (the server's log tail when it "
                                "died)"),
     ),
@@ -260,7 +290,10 @@ SCHEMA_CHANGES = {
     "1.5": "the inputs of each cell and their hash (what the regression duet compares), the server's CPU time per "
            "request; `wire`, `protocol` in the cell key (a row before 1.1, without one, keys as its server's REST "
            "JSON codec), request and response payload bytes, where a request's time goes (`server_ms`, `queue_ms`, "
-           "`decode_ms`, `infer_ms`, `encode_ms`, `outside_ms`, `breakdown_source`)",
+           "`decode_ms`, `infer_ms`, `encode_ms`, `outside_ms`, `breakdown_source`); the host's state during every "
+           "load point (other work's CPU, steal, the server's CPU share of its budget and its run-queue wait, other "
+           "work on its CPUs, CPU pressure, load average, all of it as JSON), `remeasured`, and the status "
+           "`contended`",
 }
 
 

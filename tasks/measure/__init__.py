@@ -3,7 +3,9 @@
     session.py       `measure_session`: every cell of one session as a row, judged by tasks.validate.outcome
     served_check.py  the served-output check before any load
     engine_speed.py  the engine's own speed in process, the ceiling a stack is read against
-    hostload.py      how much of the host's CPU other work used while we measured
+    hoststate.py     the host's state over each load point: other work's CPU, steal, the server's CPU share and wait
+    hostcheck.py     is this host fit to measure on: the pre-flight findings and a run's hard limits (doctor)
+    hostload.py      how much of the host's CPU other work used while we measured (benchmarks/host_noise.py's probe)
     inputs.py        the inputs of a cell (model, runtime, server, serving options, load generator), fingerprinted
     duet.py          two servers measured at once on the same cores: pairs of simultaneous load points
 """
@@ -11,7 +13,7 @@
 from tasks.core.faces import lazy_exports
 
 EXPORTS = {"measure_session": "session", "check_served_outputs": "served_check", "engine_speed": "engine_speed",
-           "NeighbourProbe": "hostload", "cell_inputs": "inputs", "input_changes": "inputs",
-           "measure_duet": "duet"}
+           "NeighbourProbe": "hostload", "HostStateProbe": "hoststate", "check_host": "hostcheck",
+           "cell_inputs": "inputs", "input_changes": "inputs", "measure_duet": "duet"}
 __all__ = sorted(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -10,7 +10,8 @@ start (`StartRendezvous`), so their measured windows coincide. A pair is one suc
 side whose generator starts first alternates from pair to pair. Pairs are added, from `settings.min_pairs` up to
 `settings.max_pairs`, until `decided(pairs)` says the verdict is settled (Pinpoint's way: measure more only while
 undecided). Each side's row figures include the server's CPU time per request (its process tree or container,
-sampled over the load point).
+sampled over the load point) and, under `host`, the host's state over it (tasks/measure/hoststate.py: the other
+side's server counts as ours; `tasks.validate.outcome.pair_host_flag` tells a pair whose sides saw different ones).
 
 This is the one place two servers run at once on a host, by design. Nothing here judges: tasks/regress/duet.py
 reads the pairs.
@@ -32,6 +33,7 @@ from tasks.core.spec import ModelSpec
 from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import StartRendezvous, run_load_point
 from tasks.loadgen.settings import LoadSettings
+from tasks.measure.hoststate import HostStateProbe
 from tasks.measure.served_check import check_served_outputs
 from tasks.measure.session import observe_health
 from tasks.serve.base import Server
@@ -112,13 +114,14 @@ def _figures(measurement, sampler) -> dict:
 
 
 def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, load: LoadSettings, protocol: str | None,
-                workdir: Path, rendezvous: StartRendezvous, out: dict, errors: dict) -> None:
+                workdir: Path, rendezvous: StartRendezvous, out: dict, errors: dict, others: tuple = ()) -> None:
     try:
         endpoint = live.server.wire_endpoint(live.endpoint, protocol)
-        with sampler_for(live.handle) as sampler:
+        probe = HostStateProbe(live.handle, settings.server_cpus, settings.generator_cpus, others=others)
+        with sampler_for(live.handle) as sampler, probe:
             measurement, _ = run_load_point(endpoint, side.spec, load, workdir,
                                             cpus=settings.generator_cpus, agree_start=rendezvous.agree)
-        out[side.label] = _figures(measurement, sampler)
+        out[side.label] = {**_figures(measurement, sampler), "host": probe.result.row_fields()}
     except BaseException as exc:  # noqa: BLE001 - reported by the caller; the other side's rendezvous breaks too
         errors[side.label] = f"{type(exc).__name__}: {exc}"
         rendezvous.abort()
@@ -135,8 +138,9 @@ def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str
     threads = []
     for side in sides:
         workdir = Path(tempfile.mkdtemp(prefix=f"duet-{side.label}-", dir=scratch))
+        others = tuple(lives[o.label].handle for o in sides if o is not side)  # the other server is ours too
         thread = threading.Thread(target=_load_point, args=(side, lives[side.label], settings, load, protocol,
-                                                            workdir, rendezvous, out, errors), daemon=True)
+                                                            workdir, rendezvous, out, errors, others), daemon=True)
         thread.start()
         threads.append(thread)
     limit_s = load.warmup_s + load.duration_s + load.request_timeout_s + 120.0

@@ -20,7 +20,7 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tasks.convert import Artifact, local_artifact
@@ -35,12 +35,14 @@ from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
 from tasks.measure.engine_speed import engine_speed
+from tasks.measure.hoststate import HostState, HostStateProbe
 from tasks.measure.inputs import cell_inputs, inputs_sha, runtime_fingerprint, serving_fingerprint
 from tasks.measure.served_check import ServedCheck, check_served_outputs
 from tasks.plan.cells import SWEEP_MODES, Cell, Session
 from tasks.plan.config import RunConfig
 from tasks.plan.hosts import is_distributed
 from tasks.plan.tune import Trial, estimate_config_s, search
+from tasks.runtimes import interrupts
 from tasks.serve.base import Endpoint
 from tasks.serve.budget import ServerBudget, plan_budget
 from tasks.serve.hostlock import host_lock
@@ -50,7 +52,18 @@ from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tasks.serve.session import LiveServer, SessionSettings, server_session
 from tasks.store.s3 import S3Store
-from tasks.validate.outcome import MAX_RESTARTS, ServerHealth, describe_health, judge_point
+from tasks.validate.outcome import (
+    MAX_RESTARTS,
+    MEASURED_STATUSES,
+    Contention,
+    PointOutcome,
+    ServerHealth,
+    contended_reason,
+    describe_health,
+    host_quiet,
+    judge_host,
+    judge_point,
+)
 
 MEASUREMENT_COLUMNS = (
     "duration_s", "requests", "errors", "error_rate", "throughput_rps", "throughput_sps", "latency_ms_mean",
@@ -64,6 +77,7 @@ MEASUREMENT_COLUMNS = (
 NONE_REPORTED = "none reported"  # breakdown_source of a row whose stack reported no timing
 READY_AFTER_POINT_S = 5.0  # after a load point the server must answer its readiness probe within this
 SERVER_FAILED = "_server_failed"  # a row's private mark: its point found the server dead or hung (not published)
+QUIET_SAMPLE_S = 1.0  # waiting for a quiet host: the length of each sample of it
 
 
 def base_row(run: dict, cell: Cell) -> dict:
@@ -420,11 +434,11 @@ def _measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[di
     def run_point(settings: LoadSettings) -> Measurement:
         load = float(settings.load)
         row, measurement = _measure_point(ctx, life, cell.point(settings.mode, load))
-        lower_ok = any(r["status"] == "ok" and r["load"] < load for r in rows)
+        lower_ok = any(r["status"] in MEASURED_STATUSES and r["load"] < load for r in rows)
         rows.append(row)
         if measurement is None or row.get(SERVER_FAILED):
             raise _SweepStopped(row["reason"])
-        if row["status"] != "ok":
+        if row["status"] not in MEASURED_STATUSES:  # a contended point goes on: its row says what its figures are
             if not lower_ok:
                 raise _SweepStopped(row["reason"])
             row["beyond_capacity"] = True
@@ -451,11 +465,73 @@ def _measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[di
     return rows
 
 
+@dataclass
+class PointRun:
+    """One run of a load point: the row's measured fields, the measurement (None when it did not run) and why not,
+    the host's state while it ran, and the server's health after it."""
+
+    fields: dict
+    measurement: Measurement | None
+    load_error: str | None
+    host: HostState | None
+    health: ServerHealth
+
+
+def _run_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> PointRun:
+    """Drive one load point once, with the server's resources and the host's state read around it."""
+    live, config, run = life.live, ctx.config, ctx.run
+    fields: dict = {}
+    measurement, load_error, host = None, None, None
+    workdir = Path(tempfile.mkdtemp(prefix="load-", dir=run["run_dir"]))  # removed with the run's folder too
+    try:
+        settings = ctx.load_settings(cell)
+        counters = server_counter(live)
+        probe = HostStateProbe(live.handle, ctx.budget.cpus, ctx.budget.generator_cpus)
+        with sampler_for(live.handle) as sampler, probe:
+            endpoint = load_endpoint(live, cell.protocol)
+            measurement, _ = run_load_point(endpoint, ctx.spec, settings, workdir, arrival=config.arrival,
+                                            cpus=ctx.budget.generator_cpus, counters=counters,
+                                            timings=server_timings(live),
+                                            progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
+        host = probe.result
+        data = measurement.to_dict()
+        fields.update({k: data[k] for k in MEASUREMENT_COLUMNS})
+        fields["breakdown_source"] = breakdown_source(live.server, measurement)
+        fields["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)
+        fields.update(sampler.summary().to_dict())
+        if fields.get("server_cpu_pct") is not None and fields.get("throughput_rps"):
+            fields["server_cpu_us_per_request"] = fields["server_cpu_pct"] / 100.0 / fields["throughput_rps"] * 1e6
+        fields.update(host.row_fields(), host_state=host.to_json())
+    except Exception as exc:  # noqa: BLE001 - this cell fails; the session goes on
+        load_error = f"{type(exc).__name__}: {exc}"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return PointRun(fields, measurement, load_error, host, observe_health(live))
+
+
+def wait_for_quiet(probe: HostStateProbe, max_neighbour_pct: float, quiet_wait_s: float,
+                   sample_s: float = QUIET_SAMPLE_S) -> tuple[float, bool, HostState | None]:
+    """Sample the host (the server idle) until a sample is quiet (`host_quiet`) or `quiet_wait_s` has passed:
+    (seconds waited, whether it quieted, the last sample)."""
+    started = time.monotonic()
+    last = None
+    while time.monotonic() - started + sample_s <= quiet_wait_s + 1e-9:
+        interrupts.check()
+        last = probe.sample(sample_s)
+        if host_quiet(last.to_dict(), max_neighbour_pct):
+            return time.monotonic() - started, True, last
+    return time.monotonic() - started, False, last
+
+
 def _measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[dict, Measurement | None]:
     """One load point: its row (judged by `tasks.validate.outcome` once the server's health after the point is
-    known), and its measurement when the load point ran."""
+    known), and its measurement when the load point ran.
+
+    A point that passed the outcome rules but was contended (`judge_host`: other work took the host's CPU, or
+    starved the server on its own CPUs) is measured once more after the host quiets (at most `quiet_wait_s`); the
+    row has the second measurement's figures (`remeasured`), `contended` with both readings in its reason when the
+    host was contended again, and its first reading in `host_state`."""
     live, config, run = life.live, ctx.config, ctx.run
-    measurement, load_error = None, None
     row = base_row(run, cell)
     row.update(life.served, server_version=live.server_version, startup_s=live.startup_s,
                runtime_image=live.runtime_image, runtime_image_kind=live.runtime_image_kind, restarts=live.restarts)
@@ -464,33 +540,52 @@ def _measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[d
         row.update(inputs=json.dumps(inputs, sort_keys=True), inputs_sha=inputs_sha(inputs))
     events = life.timeline["cells"].setdefault(cell.cell_id, {})
     events["load_begin"] = time.time()
-    workdir = Path(tempfile.mkdtemp(prefix="load-", dir=run["run_dir"]))  # removed with the run's folder too
-    try:
-        settings = ctx.load_settings(cell)
-        counters = server_counter(live)
-        with sampler_for(live.handle) as sampler:
-            endpoint = load_endpoint(live, cell.protocol)
-            measurement, _ = run_load_point(endpoint, ctx.spec, settings, workdir, arrival=config.arrival,
-                                            cpus=ctx.budget.generator_cpus, counters=counters,
-                                            timings=server_timings(live),
-                                            progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
-        data = measurement.to_dict()
-        row.update({k: data[k] for k in MEASUREMENT_COLUMNS})
-        row["breakdown_source"] = breakdown_source(live.server, measurement)
-        row["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)
-        row.update(sampler.summary().to_dict())
-        if row.get("server_cpu_pct") is not None and row.get("throughput_rps"):
-            row["server_cpu_us_per_request"] = row["server_cpu_pct"] / 100.0 / row["throughput_rps"] * 1e6
-    except Exception as exc:  # noqa: BLE001 - this cell fails; the session goes on
-        load_error = f"{type(exc).__name__}: {exc}"
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-        events["load_end"] = time.time()
-    health = observe_health(live)
-    outcome = judge_point(live.server.name, measurement.to_dict() if measurement else None, load_error, health,
-                          config.max_error_rate)
+    row["remeasured"] = False
+    point = _run_point(ctx, life, cell)
+    outcome = _judge(live, point, config)
+    contention = _contention(point, outcome, config)
+    if contention is not None:
+        first, first_contention = point, contention
+        events["contended"] = first_contention.reason[:500]
+        probe = HostStateProbe(live.handle, ctx.budget.cpus, ctx.budget.generator_cpus)
+        waited_s, quieted, _ = wait_for_quiet(probe, config.max_neighbour_pct, config.quiet_wait_s)
+        events["quiet_wait"] = {"waited_s": round(waited_s, 2), "quieted": quieted}
+        events["remeasure_begin"] = time.time()
+        point = _run_point(ctx, life, cell)
+        outcome = _judge(live, point, config)
+        contention = _contention(point, outcome, config)
+        first_reading = {"host": first.host.to_dict(), "reason": first_contention.reason,
+                         "throughput_rps": first.fields.get("throughput_rps"),
+                         "latency_ms_p99": first.fields.get("latency_ms_p99")}
+        wait = {"waited_s": round(waited_s, 2), "quieted": quieted}
+        if point.host is not None:
+            point.fields["host_state"] = point.host.to_json(first=first_reading, quiet_wait=wait,
+                                                            contended=contention.reason if contention else None)
+        else:  # the re-measurement did not run: the first reading stays on record
+            point.fields["host_state"] = json.dumps({"first": first_reading, "quiet_wait": wait}, sort_keys=True)
+        row["remeasured"] = True
+        if contention is not None:
+            outcome = PointOutcome("contended", contended_reason(first_contention, waited_s, quieted, contention),
+                                   False)
+        elif outcome.status != "ok":
+            outcome = replace(outcome, reason=f"{outcome.reason} (the re-measurement of a contended point: "
+                                              f"{first_contention.reason})")
+    row.update(point.fields)
+    events["load_end"] = time.time()
     row.update(status=outcome.status, reason=outcome.reason[:4000] if outcome.reason else None)
     if outcome.server_failed:
-        row[SERVER_FAILED] = describe_health(live.server.name, health)[:4000]
+        row[SERVER_FAILED] = describe_health(live.server.name, point.health)[:4000]
         events["server_failed"] = row[SERVER_FAILED][:500]
-    return row, measurement
+    return row, point.measurement
+
+
+def _judge(live: LiveServer, point: PointRun, config: RunConfig) -> PointOutcome:
+    return judge_point(live.server.name, point.measurement.to_dict() if point.measurement else None,
+                       point.load_error, point.health, config.max_error_rate)
+
+
+def _contention(point: PointRun, outcome: PointOutcome, config: RunConfig) -> Contention | None:
+    """Why an otherwise ok point was contended (None: not contended, or not ok for another reason)."""
+    if outcome.status != "ok" or point.host is None:
+        return None
+    return judge_host(point.host.to_dict(), config.max_neighbour_pct)

@@ -37,6 +37,7 @@ MAX_BATCH_SIZE = 1024
 MAX_READY_TIMEOUT_S = 1800
 MAX_TUNE_BUDGET_S = 86400.0
 MAX_DUET_PAIRS = 40
+MAX_QUIET_WAIT_S = 600.0  # the longest a contended point waits for the host to quiet before its re-measurement
 
 
 def param_names() -> list[str]:
@@ -96,6 +97,8 @@ class RunConfig:
     stability_pct: float = 10.0
     request_timeout_s: float = 10.0
     max_error_rate: float = 0.0  # a load point with errors is failed unless their fraction is below this
+    max_neighbour_pct: float = 25.0  # above this much of the host's CPU used by other work a point is contended
+    quiet_wait_s: float = 30.0  # a contended point waits at most this long for the host to quiet, then is re-measured
     tune: str = "off"  # off | grid | quick: a serving-configuration search per server session (tasks/plan/tune.py)
     tune_budget_s: float = 1800.0  # the search's time budget per server session
     stop_when_stable: bool = False  # end a load point at the first stable window after min_windows
@@ -193,6 +196,16 @@ class RunConfig:
         if not (isinstance(self.max_error_rate, (int, float)) and 0 <= self.max_error_rate <= 1):
             raise ConfigError("max_error_rate", self.max_error_rate,
                               "must be from 0 (any failed request fails the load point) to 1")
+        if isinstance(self.max_neighbour_pct, bool) or not (
+                isinstance(self.max_neighbour_pct, (int, float)) and 0 <= self.max_neighbour_pct <= 100):
+            raise ConfigError("max_neighbour_pct", self.max_neighbour_pct,
+                              "must be from 0 to 100 (% of the host's CPU other work may use during a load point; "
+                              "100: never judged contended)")
+        if isinstance(self.quiet_wait_s, bool) or not (
+                isinstance(self.quiet_wait_s, (int, float)) and 0 <= self.quiet_wait_s <= MAX_QUIET_WAIT_S):
+            raise ConfigError("quiet_wait_s", self.quiet_wait_s,
+                              f"must be from 0 to {MAX_QUIET_WAIT_S:g} s (how long a contended point waits for the "
+                              "host to quiet before it is measured again)")
         if not (isinstance(self.request_timeout_s, (int, float)) and self.request_timeout_s > 0):
             raise ConfigError("request_timeout_s", self.request_timeout_s, "must be > 0 s")
         if not (isinstance(self.workers, int) and 1 <= self.workers <= MAX_WORKERS):

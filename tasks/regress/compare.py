@@ -49,6 +49,24 @@ def beyond_noise(metric: str, a: dict, b: dict, min_rel_change: float = 0.0) -> 
     return delta > NOISE_SIGMAS * math.hypot(cv_a * va, cv_b * vb)
 
 
+def noise_basis(metric: str, a: dict, b: dict) -> dict | None:
+    """The figures `beyond_noise` judges a difference on, for people to read: {"method": "intervals", "a": (low,
+    high), "b": (low, high)}, or {"method": "cv", "delta", "threshold", "cv_a", "cv_b"}; None without a spread."""
+    va, vb = number(a.get(metric)), number(b.get(metric))
+    if va is None or vb is None:
+        return None
+    if metric == "throughput_rps":
+        ci_a = (number(a.get("throughput_rps_ci_low")), number(a.get("throughput_rps_ci_high")))
+        ci_b = (number(b.get("throughput_rps_ci_low")), number(b.get("throughput_rps_ci_high")))
+        if None not in (*ci_a, *ci_b):
+            return {"method": "intervals", "a": ci_a, "b": ci_b}
+    cv_a, cv_b = number(a.get("cv")), number(b.get("cv"))
+    if cv_a is None or cv_b is None:
+        return None
+    return {"method": "cv", "delta": abs(vb - va), "threshold": NOISE_SIGMAS * math.hypot(cv_a * va, cv_b * vb),
+            "cv_a": cv_a, "cv_b": cv_b}
+
+
 def direction(metric: str, a: float, b: float) -> str:
     """'better' or 'worse' going from a to b, by the metric's good direction; 'same' when equal."""
     if a == b:
@@ -62,7 +80,8 @@ def compare_rows(rows_a: list[dict], rows_b: list[dict], metrics: tuple[str, ...
 
     One record per cell key in either run, sorted by the key. `verdict` is `worse` when a metric got worse
     beyond noise or an ok cell failed, `better` when only improvements beyond noise, `new`/`gone` for cells in
-    one run only, else `same`. Notes say when the artifact or server version differs."""
+    one run only, `contended` when either run's row was contended (its figures are not compared), else `same`.
+    Notes say when the artifact or server version differs."""
     by_a = {cell_key(r): r for r in rows_a}
     by_b = {cell_key(r): r for r in rows_b}
     records = []
@@ -77,7 +96,11 @@ def compare_rows(rows_a: list[dict], rows_b: list[dict], metrics: tuple[str, ...
             records.append(record)
             continue
         worse = better = False
-        if a.get("status") == "ok" and b.get("status") != "ok":
+        contended = next((x for x in (b, a) if x.get("status") == "contended"), None)
+        if contended is not None:  # figures taken while other work had the host: not the stack's, not compared
+            which = "B" if contended is b else "A"
+            record["notes"].append(f"not compared: {which} was contended: {str(contended.get('reason') or '')[:200]}")
+        elif a.get("status") == "ok" and b.get("status") != "ok":
             worse = True
             record["notes"].append(f"was ok, now {b.get('status')}: {str(b.get('reason') or '')[:200]}")
         elif a.get("status") != "ok" and b.get("status") == "ok":
@@ -98,6 +121,7 @@ def compare_rows(rows_a: list[dict], rows_b: list[dict], metrics: tuple[str, ...
                     worse |= entry["direction"] == "worse"
                     better |= entry["direction"] == "better"
             record["metrics"][metric] = entry
-        record["verdict"] = "worse" if worse else "better" if better else "same"
+        record["verdict"] = ("contended" if contended is not None else "worse" if worse else "better" if better
+                             else "same")
         records.append(record)
     return records

@@ -39,6 +39,7 @@ from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tasks.store.runtimes import fetch_runtime
 from tasks.store.s3 import S3Store
+from tasks.validate.outcome import pair_host_flag
 
 AA_PAIRS = 4  # pairs of tonight's A/A duet of the control cell
 REFERENCES_FILE = "references.json"  # in the host's cache: what tonight's references need kept
@@ -137,9 +138,22 @@ def measure_group(group: dict, started: dict, config, store: S3Store | None, *, 
                             max_batch_size=config.max_batch_size)
 
     def settled(load_index: int, so_far: list) -> bool:
-        return thresholds is not None and decided([p.to_dict() for p in so_far], thresholds)
+        return thresholds is not None and decided(trusted_pairs([p.to_dict() for p in so_far])[0], thresholds)
 
     return measure(reference, candidate, settings, settled).to_dict()
+
+
+def trusted_pairs(pairs: list[dict]) -> tuple[list[dict], list[str]]:
+    """The pairs whose two sides saw the same host state, and why each other pair was set aside: a duet's ratio
+    cancels only the other work both sides saw (`pair_host_flag`)."""
+    trusted, flags = [], []
+    for pair in pairs:
+        flag = pair_host_flag(pair.get("sides") or {})
+        if flag is None:
+            trusted.append(pair)
+        else:
+            flags.append(f"pair {pair.get('index', len(trusted) + len(flags))}: {flag}")
+    return trusted, flags
 
 
 def _records_of(regressions: dict, group: dict) -> list[dict]:
@@ -155,13 +169,15 @@ def settle_group(regressions: dict, group: dict, measured: dict, thresholds: Due
     for record in _records_of(regressions, group):
         index = next(i for i, p in enumerate(group["points"])
                      if all(p.get(k) == record.get(k) for k in POINT_FIELDS))
-        mine = [p for p in measured["pairs"] if p["load"] == index]
+        mine, flags = trusted_pairs([p for p in measured["pairs"] if p["load"] == index])
         record["duet"] = {"duet_id": group["duet_id"], "pairs": len(mine), "stop_reason": measured["stop_reason"],
+                          "set_aside": flags,
                           "thresholds": {"min_effect_pct": 100 * thresholds.min_effect[record["metric"]],
                                          "noise_floor_pct": 100 * thresholds.noise_floor[record["metric"]],
                                          **thresholds.source}}
-        if measured.get("error") and len(mine) < 2:
-            record.update(verdict="unconfirmed", reason=measured["error"])
+        if len(mine) < 2 and (measured.get("error") or flags):
+            record.update(verdict="unconfirmed", reason=measured.get("error") or (
+                f"{len(flags)} of the duet's pairs were set aside ({flags[0]}); fewer than 2 remain"))
             continue
         judged = next(j for j in judge_pairs(mine, thresholds, tests) if j["metric"] == record["metric"])
         record.update({k: judged[k] for k in ("ratio", "ratio_ci", "change_pct", "p_value", "p_improvement",

@@ -26,7 +26,7 @@ from tasks.core.results import frame_records
 from tasks.plan.cells import Cell, rows_of
 from tasks.report.configs import configurations_section, engine_section, headline_rows
 from tasks.report.plots import Series, bar_chart, format_value, line_chart
-from tasks.report.recommend import efficiency, ok_rows, recommend, stack_of
+from tasks.report.recommend import bounds_for, efficiency, group_by_answer, ok_rows, recommend, stack_of
 from tasks.report.trend import run_suite
 from tasks.report.wires import best_wire_rows, row_wire, wires_section
 
@@ -38,7 +38,7 @@ LOAD_NAMES = {"concurrency": "concurrency", "rate": "rate (req/s)"}
 REASON_CHARS = 2000
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1400px}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
-th{background:#f3f3f3}td.l,th.l{text-align:left}.failed{color:#b00}.skipped{color:#888}
+th{background:#f3f3f3}td.l,th.l{text-align:left}.failed{color:#b00}.skipped{color:#888}.contended{color:#a50}
 .best{font-weight:bold;background:#eef8ee}.bad,.worse{color:#b00;font-weight:bold}.better{color:#070;font-weight:bold}
 .plots{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}.note{color:#555}
 pre{background:#f7f7f7;padding:8px;white-space:pre-wrap;max-width:1200px}nav a{margin-right:1em}"""
@@ -168,7 +168,8 @@ def _model_table(model: str, rows: list[dict]) -> str:
             best[name] = max(values) if METRICS[name].better == "higher" else min(values)
     head = "".join(f"<th>{_esc(_label(m))}<br>({_esc(_unit(m))})</th>" for m in REPORT_METRICS)
     parts = [f"<table><tr><th class=l>server</th><th class=l>format</th><th class=l>wire</th><th>batch</th>"
-             f"<th>load</th>{head}<th>CV</th><th>stable</th><th class=l>status</th></tr>"]
+             f"<th>load</th>{head}<th>CV</th><th>stable</th><th>CPU share of its budget<br>(%)</th>"
+             f"<th>other work on the host<br>(%)</th><th class=l>status</th></tr>"]
     for r in sorted(rows, key=lambda r: (str(r["server"]), str(r["format"]), r.get("batch_size") or 0,
                                          str(r.get("mode")), number(r.get("load")) or 0.0)):
         cells = ""
@@ -179,13 +180,66 @@ def _model_table(model: str, rows: list[dict]) -> str:
         status = f"<span class={_esc(r['status'])}>{_esc(r['status'])}</span>"
         if r["status"] != "ok":
             status += f"<br><small>{_esc(str(r.get('reason') or '')[:300])}</small>"
+        elif r.get("remeasured"):
+            status += "<br><small>re-measured: its first measurement was contended</small>"
+        host = f" title='{_esc(host_state_text(r))}'"
         parts.append(f"<tr><td class=l>{_esc(r['server'])}</td><td class=l>{_esc(r['format'])}</td>"
                      f"<td class=l>{_esc(row_wire(r))}</td>"
                      f"<td>{_fmt(r.get('batch_size'))}</td><td>{_esc(_load_text(r.get('mode'), r.get('load')))}</td>"
                      f"{cells}<td>{_fmt(number(r.get('cv')))}</td><td>{_fmt(r.get('stable'))}</td>"
-                     f"<td class=l>{status}</td></tr>")
+                     f"<td{host}>{_fmt(number(r.get('server_cpu_share_pct')))}</td>"
+                     f"<td{host}>{_fmt(number(r.get('neighbour_cpu_pct')))}</td><td class=l>{status}</td></tr>")
     parts.append("</table>")
     return "".join(parts)
+
+
+def host_state_text(row: dict) -> str:
+    """The host's state during a row's point in one line (the cells' hover text): what other work took, the
+    server's share and wait, steal, pressure, load."""
+    parts = []
+    for name, label in (("neighbour_cpu_pct", "other work on the host"), ("steal_pct", "of it steal"),
+                        ("server_cpus_neighbour_pct", "other work on the server's CPUs"),
+                        ("server_cpu_share_pct", "server CPU share of its budget"),
+                        ("server_cpu_wait_pct", "server run-queue wait"),
+                        ("host_cpu_pressure_pct", "host CPU pressure")):
+        value = number(row.get(name))
+        parts.append(f"{label} {'unknown' if value is None else format_value(value) + ' %'}")
+    load = number(row.get("load_avg_1m"))
+    parts.append(f"load average {'unknown' if load is None else format_value(load)}")
+    return "; ".join(parts)
+
+
+def contention_summary(rows: list[dict]) -> str:
+    """The report's first words on the host: how many rows were contended and by how much, or how quiet it was."""
+    measured = [r for r in rows if number(r.get("neighbour_cpu_pct")) is not None]
+    if not measured:
+        return "This run recorded no host state (its rows predate schema 1.5)."
+    contended = [r for r in rows if r.get("status") == "contended"]
+    remeasured = sum(bool(r.get("remeasured")) for r in rows)
+
+    def values(group: list[dict], name: str) -> list[float]:
+        return sorted(v for v in (number(r.get(name)) for r in group) if v is not None)
+
+    if contended:
+        were = "was" if len(contended) == 1 else "were"
+        text = (f"<b class=bad>{len(contended)} of {len(rows)} rows {were} contended</b>: other work took the host's "
+                "CPU while they were measured, also when measured again after waiting for a quiet host")
+        other, share = values(contended, "neighbour_cpu_pct"), values(contended, "server_cpu_share_pct")
+        if other:
+            text += (f"; other work used {other[len(other) // 2]:.0f} % of the host's CPU during them (median; up to "
+                     f"{other[-1]:.0f} %)")
+        if share:
+            text += f" and their servers got as little as {share[0]:.0f} % of their CPUs"
+        return (text + ". Their figures are kept (marked <i>contended</i>) but are not the stacks': the "
+                "recommendation, the plots and the regression check leave them out.")
+    other, steal = values(measured, "neighbour_cpu_pct"), values(measured, "steal_pct")
+    text = (f"No row was contended: other work used {other[len(other) // 2]:.0f} % of the host's CPU during a point "
+            f"(median; at most {other[-1]:.0f} %)")
+    if steal:
+        text += f", the hypervisor's steal at most {steal[-1]:.0f} %"
+    if remeasured:
+        text += f"; {remeasured} point(s) were re-measured after a contended first measurement"
+    return text + "."
 
 
 def _point_text(point: dict | None) -> str:
@@ -197,32 +251,61 @@ def _point_text(point: dict | None) -> str:
             f"{_esc(_load_text(point['mode'], point['load']))}</small>")
 
 
-def _recommendation(rows: list[dict]) -> str:
-    records = recommend(rows)
+def _bounds_text(bounds: list[float | None]) -> str:
+    """"≤ 10 ms, ≤ 50 ms and no bound": the p99 bounds one answer holds for."""
+    texts = ["no bound" if b is None else f"≤ {b:,g} ms" for b in bounds]
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+
+
+def noise_text(record: dict) -> str:
+    """Whether the margin is beyond noise, with the figures it was judged on."""
+    basis, verdict = record.get("noise"), record["beyond_noise"]
+    if record["runner_up"] is None:
+        return "–"
+    if basis is None or verdict is None:
+        return "unknown (no spread published)"
+    unit = _unit("throughput_rps")
+    if basis["method"] == "intervals":
+        (a_lo, a_hi), (b_lo, b_hi) = basis["a"], basis["b"]
+        figures = (f"95 % intervals {format_value(b_lo)}–{format_value(b_hi)} (best) and "
+                   f"{format_value(a_lo)}–{format_value(a_hi)} {unit} (runner-up)")
+        return f"yes: the {figures} do not overlap" if verdict else f"no, within noise: the {figures} overlap"
+    figures = (f"the difference {format_value(basis['delta'])} {unit} against 2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) = "
+               f"{format_value(basis['threshold'])} {unit} (CVs {100 * basis['cv_b']:.0f} % and "
+               f"{100 * basis['cv_a']:.0f} %)")
+    return f"yes: {figures}" if verdict else f"no, within noise: {figures}"
+
+
+def _recommendation(rows: list[dict], p99_bound_ms: float | None = None) -> str:
+    records = group_by_answer(recommend(rows, bounds_for(p99_bound_ms)))
+    run_bound = "" if number(p99_bound_ms) is None else f" (with this run's own p99_bound_ms, {p99_bound_ms:,g} ms)"
     parts = ["<h2 id=recommendation>Recommendation</h2>",
-             "<p class=note>For each model and p99 bound: the stack (server/format, on its best wire) with the highest "
-             "throughput among its ok load points whose p99 stays within the bound, the runner-up, and the margin "
-             "in % of the runner-up. <i>Beyond noise</i>: the two points' 95 % throughput intervals do not overlap, "
-             "or without intervals the difference exceeds 2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) of the windows' CV.</p>"]
+             f"<p class=note>For each model and p99 bound{run_bound}: the stack (server/format, on its best wire) with "
+             "the highest throughput among its ok load points whose p99 stays within the bound, the runner-up, and the "
+             "margin in % of the runner-up; one row per answer, with the bounds it holds for. Contended points "
+             "(measured while other work took the host's CPU) are not ranked. <i>Beyond noise</i>: the two points' "
+             "95 % throughput intervals do not overlap, or without intervals the difference exceeds "
+             "2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) of the windows' CV. A large margin can still be within noise: an "
+             "interval comes from the point's few windows (three windows give about ±4 standard errors), so a short, "
+             "unsteady or disturbed point has a wide one; a longer <code>duration_s</code> or a quieter host narrows "
+             "it.</p>"]
     if not records:
         return "".join(parts) + "<p>No ok cell to recommend from.</p>"
-    parts.append("<table class=recommendation><tr><th class=l>model</th><th>batch</th><th>p99 bound</th>"
+    parts.append("<table class=recommendation><tr><th class=l>model</th><th>batch</th><th class=l>p99 bounds</th>"
                  "<th class=l>best stack</th><th class=l>runner-up</th><th>margin</th><th class=l>beyond noise</th>"
                  "<th class=l>caveats</th></tr>")
     for r in records:
-        bound = "no bound" if r["p99_bound_ms"] is None else f"≤ {r['p99_bound_ms']:g} ms"
+        bound = _bounds_text(r["bounds"])
         if r["best"] is None:
-            parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td>{bound}</td>"
+            parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
                          f"<td class=l colspan=5>none of {r['stacks']} stacks meets it</td></tr>")
             continue
         margin = "only stack" if r["runner_up"] is None else (
             f"+{r['margin_pct']:.1f} %" if r["margin_pct"] is not None else "–")
-        noise = {True: "yes", False: "no: within noise", None: "unknown (no spread published)"}[r["beyond_noise"]]
-        if r["runner_up"] is None:
-            noise = "–"
-        parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td>{bound}</td>"
+        parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
                      f"<td class=l>{_point_text(r['best'])}</td><td class=l>{_point_text(r['runner_up'])}</td>"
-                     f"<td>{margin}</td><td class=l>{noise}</td><td class=l>{_esc('; '.join(r['caveats']))}</td></tr>")
+                     f"<td>{margin}</td><td class=l>{_esc(noise_text(r))}</td>"
+                     f"<td class=l>{_esc('; '.join(r['caveats']))}</td></tr>")
     parts.append("</table>")
     return "".join(parts)
 
@@ -382,7 +465,7 @@ def _failures(rows: list[dict]) -> str:
     bad = sorted((r for r in rows if r.get("status") != "ok"),
                  key=lambda r: (str(r["status"]), str(r["model"]), str(r["server"]), str(r["format"]),
                                 number(r.get("load")) or 0.0))
-    parts = [f"<h2 id=failures>Failed and skipped cells ({len(bad)})</h2>"]
+    parts = [f"<h2 id=failures>Contended, failed and skipped cells ({len(bad)})</h2>"]
     if not bad:
         return "".join(parts) + "<p>None.</p>"
     parts.append("<table><tr><th class=l>cell</th><th class=l>status</th><th class=l>reason</th></tr>")
@@ -466,6 +549,17 @@ def _provenance(run: dict, rows: list[dict], suite: str | None) -> str:
     for entry in seen:
         parts.append("<tr>" + "".join(f"<td class=l>{_esc(v)}</td>" for v in entry) + "</tr>")
     parts.append("</table>")
+    findings = prov.get("host_check") or []
+    if findings:
+        parts.append("<h3>Host check (the plan step's, <code>python -m tasks.cli doctor</code>)</h3><table><tr>"
+                     "<th class=l>severity</th><th class=l>finding</th><th class=l>read</th>"
+                     "<th class=l>what it does to the numbers</th></tr>")
+        for f in findings:
+            cls = " class=bad" if f.get("severity") in ("warning", "refused") else ""
+            parts.append(f"<tr><td class=l><span{cls}>{_esc(f.get('severity'))}</span></td>"
+                         f"<td class=l>{_esc(f.get('name'))}</td><td class=l>{_esc(f.get('value'))}</td>"
+                         f"<td class=l>{_esc(f.get('effect'))}</td></tr>")
+        parts.append("</table>")
     config = prov.get("config")
     if config:
         parts.append(f"<h3>Run configuration</h3><pre>{_esc(json.dumps(config, indent=1, sort_keys=True))}</pre>")
@@ -478,7 +572,8 @@ def render_report(published: PublishedRun) -> str:
     # per stack: its best configuration when a search ran (else its default), over its best wire
     headline = best_wire_rows(headline_rows(rows))
     suite = run_suite(run.get("provenance") or {}, rows)
-    counts = {s: sum(r.get("status") == s for r in rows) for s in ("ok", "failed", "skipped")}
+    counts = {s: sum(r.get("status") == s for r in rows) for s in ("ok", "contended", "failed", "skipped")}
+    config = (run.get("provenance") or {}).get("config") or (published.plan or {}).get("config") or {}
     planned = sum(len(s["cells"]) for s in (published.plan or {}).get("sessions", []))
     verdict = "passed" if published.validation.get("success") else "<span class=bad>failed</span>"
     host = (run.get("provenance") or {}).get("host") or (rows[0] if rows else {})
@@ -492,9 +587,10 @@ def render_report(published: PublishedRun) -> str:
              f"<h1>Serving evaluation — {_esc(str(run['logical_date'])[:10])}</h1>",
              f"<p>Run <code>{_esc(run['run_id'])}</code>, status <b>{_esc(run['status'])}</b>, suite "
              f"<b>{_esc(suite or '–')}</b>: {planned} planned cells, {len(rows)} rows ({counts['ok']} ok, "
-             f"{counts['failed']} failed, {counts['skipped']} skipped), validation {verdict}. Host: "
-             f"{_esc(host.get('cpu_model'))} × {_esc(host.get('cpu_count'))}, GPU {_esc(host.get('gpu_name'))}.</p>",
-             f"<nav>{nav}</nav>", _recommendation(headline)]
+             f"{counts['contended']} contended, {counts['failed']} failed, {counts['skipped']} skipped), validation "
+             f"{verdict}. Host: {_esc(host.get('cpu_model'))} × {_esc(host.get('cpu_count'))}, GPU "
+             f"{_esc(host.get('gpu_name'))}. {contention_summary(rows)}</p>",
+             f"<nav>{nav}</nav>", _recommendation(headline, config.get("p99_bound_ms"))]
     for model in models:
         model_rows = [r for r in headline if str(r["model"]) == model]
         parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>{_model_plots(model, model_rows)}"

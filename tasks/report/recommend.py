@@ -4,18 +4,30 @@ The report hands it each stack's rows over that stack's best wire (`tasks.report
 stack is ranked as its users would serve it, not by its JSON parser.
 
 A stack is a server serving one format (`triton/onnx`). For each model and batch size and each bound of
-P99_BOUNDS_MS (None: no bound), a stack's figure is its highest throughput among its ok rows whose p99 stays
-within the bound (any load point of the run: the sweep's points, the listed loads, the rate search's rates).
-The best stack is the one with the highest such throughput; the margin to the runner-up is in percent of the
-runner-up, and `beyond_noise` says whether the two rows' own noise (`tasks.regress.compare.beyond_noise`) is smaller.
+`bounds_for(run's p99_bound_ms)` (P99_BOUNDS_MS and the run's own bound; None: no bound), a stack's figure is its
+highest throughput among its ok rows whose p99 stays within the bound (any load point of the run: the sweep's
+points, the listed loads, the rate search's rates). Contended rows (measured while other work took the host) are
+never ranked. The best stack is the one with the highest such throughput; the margin to the runner-up is in
+percent of the runner-up, `beyond_noise` says whether the two rows' own noise (`tasks.regress.compare.beyond_noise`)
+is smaller and `noise` holds the figures it was judged on. `group_by_answer` folds the bounds with the same answer
+into one record listing them.
 """
 
 from __future__ import annotations
 
 from tasks.core.metrics import number
-from tasks.regress.compare import beyond_noise
+from tasks.regress.compare import beyond_noise, noise_basis
 
 P99_BOUNDS_MS: tuple[float | None, ...] = (10.0, 50.0, 200.0, None)
+
+
+def bounds_for(p99_bound_ms: float | None) -> tuple[float | None, ...]:
+    """P99_BOUNDS_MS with the run's own `p99_bound_ms` among them (the nightly suite's 1,000 ms), in order, no bound
+    last."""
+    bounds = {b for b in P99_BOUNDS_MS if b is not None}
+    if number(p99_bound_ms) is not None:
+        bounds.add(float(p99_bound_ms))
+    return (*sorted(bounds), None)
 
 
 def stack_of(row: dict) -> str:
@@ -50,7 +62,11 @@ def _point(row: dict) -> dict:
             "load": number(row.get("load")),
             "throughput_rps": number(row.get("throughput_rps")), "latency_ms_p99": number(row.get("latency_ms_p99")),
             "cv": number(row.get("cv")), "stable": row.get("stable"),
-            "generator_saturated": row.get("generator_saturated")}
+            "generator_saturated": row.get("generator_saturated"), "remeasured": bool(row.get("remeasured")),
+            "throughput_rps_ci_low": number(row.get("throughput_rps_ci_low")),
+            "throughput_rps_ci_high": number(row.get("throughput_rps_ci_high")), "windows": row.get("windows"),
+            "neighbour_cpu_pct": number(row.get("neighbour_cpu_pct")),
+            "server_cpu_share_pct": number(row.get("server_cpu_share_pct"))}
 
 
 def recommend(rows: list[dict], bounds: tuple[float | None, ...] = P99_BOUNDS_MS) -> list[dict]:
@@ -64,7 +80,7 @@ def recommend(rows: list[dict], bounds: tuple[float | None, ...] = P99_BOUNDS_MS
             ranked = best_per_stack(group, bound)
             record = {"model": model, "batch_size": batch, "p99_bound_ms": bound, "stacks": stacks,
                       "meeting": len(ranked), "best": None, "runner_up": None, "margin_pct": None,
-                      "beyond_noise": None, "caveats": []}
+                      "beyond_noise": None, "noise": None, "caveats": []}
             if ranked:
                 top = ranked[0]
                 record["best"] = _point(top)
@@ -72,6 +88,8 @@ def recommend(rows: list[dict], bounds: tuple[float | None, ...] = P99_BOUNDS_MS
                     record["caveats"].append("the best point was not stable")
                 if top.get("generator_saturated"):
                     record["caveats"].append("the load generator may have set the pace")
+                if top.get("remeasured"):
+                    record["caveats"].append("the best point was re-measured (its first measurement was contended)")
             if len(ranked) > 1:
                 top, runner = ranked[0], ranked[1]
                 record["runner_up"] = _point(runner)
@@ -79,8 +97,29 @@ def recommend(rows: list[dict], bounds: tuple[float | None, ...] = P99_BOUNDS_MS
                 if runner_rps:
                     record["margin_pct"] = 100.0 * (top_rps - runner_rps) / runner_rps
                 record["beyond_noise"] = beyond_noise("throughput_rps", runner, top)
+                record["noise"] = noise_basis("throughput_rps", runner, top)
             records.append(record)
     return records
+
+
+def _answer(record: dict) -> tuple:
+    def point(p: dict | None) -> tuple | None:
+        return None if p is None else (p["stack"], p["mode"], p["load"])
+
+    return record["model"], record["batch_size"], point(record["best"]), point(record["runner_up"])
+
+
+def group_by_answer(records: list[dict]) -> list[dict]:
+    """`recommend`'s records with the same answer (model, batch size, best point, runner-up point) for several bounds
+    folded into one, in the order of their first bound, with `bounds` listing the bounds it holds for."""
+    groups: dict[tuple, dict] = {}
+    for record in records:
+        key = _answer(record)
+        if key in groups:
+            groups[key]["bounds"].append(record["p99_bound_ms"])
+        else:
+            groups[key] = {**record, "bounds": [record["p99_bound_ms"]]}
+    return list(groups.values())
 
 
 def efficiency(rows: list[dict]) -> list[dict]:
