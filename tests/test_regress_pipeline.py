@@ -230,7 +230,8 @@ def test_a_known_slower_model_is_a_regression_naming_the_changed_input(duet_nigh
     summary, regressions = duet_nights(3, 2048, 0)  # a model 60 times the compute, the same inputs and outputs
     records = {r["metric"]: r for r in regressions["records"] if r.get("kind") == "duet"}
     cpu = records["server_cpu_us_per_request"]
-    assert cpu["verdict"] == "regression" and cpu["ratio"] > 1.2, cpu
+    assert cpu["verdict"] == "regression" and cpu["ratio"] > 1.2, {
+        k: cpu.get(k) for k in ("verdict", "ratio", "ratio_ci", "p_value", "min_effect_pct", "reason", "duet")}
     assert records["throughput_rps"]["verdict"] == "regression", records["throughput_rps"]
     assert any("duet-mlp: model sha256" in c for c in cpu["changes"]) and cpu["reference_run_id"] == "duet-night2"
     assert cpu["duet"]["pairs"] >= 3 and cpu["duet"]["thresholds"]["min_effect_pct"] > 0

@@ -77,16 +77,17 @@ def log_ratios(pairs: list[dict], metric: str, a: str = "reference", b: str = "c
     return out
 
 
-def _t(mean: float, spread: float, n: int) -> tuple[float, float]:
-    """(t statistic, critical t at 95 % one-sided for the interval) with n-1 degrees of freedom."""
+def _t(mean: float, spread: float, n: int, alpha: float) -> tuple[float, float]:
+    """(t statistic, critical t one-sided at `alpha` for the interval's bounds) with n-1 degrees of freedom."""
     from scipy import stats  # lazy: scipy (about 0.3 s) only when a duet is judged
 
     se = spread / math.sqrt(n)
-    return (mean / se if se > 0 else math.inf), float(stats.t.ppf(0.95, max(1, n - 1)))
+    return (mean / se if se > 0 else math.inf), float(stats.t.ppf(1 - alpha, max(1, n - 1)))
 
 
 def judge_metric(ratios: list[float], metric: str, thresholds: DuetThresholds, tests: int = 1) -> dict:
-    """One metric of one duet: mean ratio, its 95 % interval, p-values both ways, the verdict."""
+    """One metric of one duet: mean ratio, its interval (each bound one-sided at the alpha), p-values both ways,
+    the verdict."""
     from scipy import stats  # lazy: scipy (about 0.3 s) only when a duet is judged
 
     n = len(ratios)
@@ -100,12 +101,14 @@ def judge_metric(ratios: list[float], metric: str, thresholds: DuetThresholds, t
         return out
     mean = statistics.fmean(ratios)
     spread = max(statistics.stdev(ratios), floor)
-    t, crit = _t(mean, spread, n)
+    # The interval's bounds are one-sided at the night's alpha (Bonferroni included), the same alpha the verdict's
+    # test uses: a duet stops adding pairs (`decided`) only when the verdict it will be given is settled.
+    alpha = thresholds.alpha / max(1, tests)
+    t, crit = _t(mean, spread, n, alpha)
     half = crit * spread / math.sqrt(n)
     bad = bad_sign(metric) * mean  # > 0: worse
     p_bad = float(stats.t.sf(bad_sign(metric) * t, n - 1))
     p_good = float(stats.t.sf(-bad_sign(metric) * t, n - 1))
-    alpha = thresholds.alpha / max(1, tests)
     out.update(ratio=math.exp(mean), ratio_ci=[math.exp(mean - half), math.exp(mean + half)],
                change_pct=100 * (math.exp(mean) - 1), p_value=p_bad, p_improvement=p_good, alpha=alpha)
     if bad >= effect and p_bad < alpha:
@@ -125,9 +128,10 @@ def judge_pairs(pairs: list[dict], thresholds: DuetThresholds, tests: int = 1,
     return [judge_metric(log_ratios(pairs, m), m, thresholds, tests) for m in metrics]
 
 
-def decided(pairs: list[dict], thresholds: DuetThresholds) -> bool:
-    """Whether more pairs could still change the verdict of any metric (False: measure another pair)."""
-    return all(j["decided"] for j in judge_pairs(pairs, thresholds))
+def decided(pairs: list[dict], thresholds: DuetThresholds, tests: int = 1) -> bool:
+    """Whether more pairs could still change the verdict of any metric (False: measure another pair); `tests`: the
+    night's number of duet tests, as the verdict will be judged."""
+    return all(j["decided"] for j in judge_pairs(pairs, thresholds, tests))
 
 
 def aa_noise(pairs: list[dict], metrics: tuple[str, ...] = DUET_METRICS) -> dict[str, float | None]:

@@ -113,7 +113,7 @@ def _load(point: dict, config) -> LoadSettings:
 
 
 def measure_group(group: dict, started: dict, config, store: S3Store | None, *, pairs: tuple[int, int],
-                  thresholds: DuetThresholds | None, measure: Callable = measure_duet) -> dict:
+                  thresholds: DuetThresholds | None, tests: int = 1, measure: Callable = measure_duet) -> dict:
     """One duet group measured: {"pairs": [...], "error", "stop_reason", ...} (tasks/measure/duet.py)."""
     session = group["session"]
     budget = plan_budget(config.server_cpus, config.server_memory, config.pin_cpus)
@@ -138,7 +138,8 @@ def measure_group(group: dict, started: dict, config, store: S3Store | None, *, 
                             max_batch_size=config.max_batch_size)
 
     def settled(load_index: int, so_far: list) -> bool:
-        return thresholds is not None and decided(trusted_pairs([p.to_dict() for p in so_far])[0], thresholds)
+        return thresholds is not None and decided(trusted_pairs([p.to_dict() for p in so_far])[0], thresholds,
+                                                   tests)
 
     return measure(reference, candidate, settings, settled).to_dict()
 
@@ -210,7 +211,7 @@ def run_duets(started: dict, conversions: list[dict], regressions: dict, *, host
                 record.update(verdict="unconfirmed", reason="Param duets is off: the change was not measured")
             continue
         measured = measure_group(group, started, config, store, pairs=(config.duet_min_pairs, config.duet_max_pairs),
-                                 thresholds=thresholds, measure=measure)
+                                 thresholds=thresholds, tests=tests, measure=measure)
         group["measured"] = measured
         settle_group(regressions, group, measured, thresholds, tests)
     return {**regressions, **count_verdicts(regressions["records"])}
