@@ -99,20 +99,22 @@ def _solo(server_name: str, variant, load, budget, log_dir: Path) -> dict:
 
 def _duet(server_name: str, reference, candidate, load, budget, log_dir: Path, index: int) -> dict:
     from tasks.measure.duet import DuetSettings, measure_duet
-    from tasks.regress.duet import DuetThresholds, decided, judge_pairs
+    from tasks.regress.duet import DUET_METRICS, DuetThresholds, decided, judge_pairs
+
+    tests = len(DUET_METRICS)  # a night of one changed cell: Bonferroni over its metrics, as the pipeline does
     from tasks.serve.launchers.process import ProcessLauncher
 
     fmt = reference[0].format
     thresholds = DuetThresholds.for_stack(server_name, fmt)
-    settings = DuetSettings("duetbench", f"duet{index}", log_dir, ProcessLauncher(), (load,), budget.cpus,
-                            budget.generator_cpus)
+    settings = DuetSettings(run_id="duetbench", duet_id=f"duet{index}", log_dir=log_dir, launcher=ProcessLauncher(),
+                            loads=(load,), server_cpus=budget.cpus, generator_cpus=budget.generator_cpus)
     started = time.monotonic()
     result = measure_duet(_side("reference", server_name, reference, budget),
                           _side("candidate", server_name, candidate, budget), settings,
-                          lambda _i, pairs: decided([p.to_dict() for p in pairs], thresholds))
+                          lambda _i, pairs: decided([p.to_dict() for p in pairs], thresholds, tests))
     pairs = [p.to_dict() for p in result.pairs]
     return {"pairs": pairs, "error": result.error, "seconds": time.monotonic() - started,
-            "judged": judge_pairs(pairs, thresholds) if len(pairs) >= 2 else []}
+            "judged": judge_pairs(pairs, thresholds, tests) if len(pairs) >= 2 else []}
 
 
 def record(args: argparse.Namespace) -> int:
@@ -174,9 +176,12 @@ def analyse(args: argparse.Namespace) -> int:
         base_cpu = _median([s["server_cpu_us_per_request"] for s in entry["solo"]["base"]])
         equal = [_alarm(d) for d in entry["equal"] if not d["error"]]
         suite_equal.append(equal)
-        seconds = _median([d["seconds"] for d in entry["equal"] + sum(entry["steps"].values(), [])])
+        every = entry["equal"] + sum(entry["steps"].values(), [])
+        seconds = _median([d["seconds"] for d in every])
+        failed = [d["error"] for d in every if d["error"]]
         print(f"\n{key}: base {base_tp:.0f} req/s, {base_cpu:.0f} us CPU/request; equal nights: "
-              f"{sum(equal)}/{len(equal)} alarmed; a duet {seconds:.0f} s")
+              f"{sum(equal)}/{len(equal)} alarmed; a duet {seconds:.0f} s"
+              + (f"; {len(failed)} duets failed (first: {failed[0][:300]})" if failed else ""))
         for name, duets in entry["steps"].items():
             tp = _median([s["throughput_rps"] for s in entry["solo"][name]])
             cpu = _median([s["server_cpu_us_per_request"] for s in entry["solo"][name]])
