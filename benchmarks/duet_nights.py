@@ -100,10 +100,9 @@ def _solo(server_name: str, variant, load, budget, log_dir: Path) -> dict:
 def _duet(server_name: str, reference, candidate, load, budget, log_dir: Path, index: int) -> dict:
     from tasks.measure.duet import DuetSettings, measure_duet
     from tasks.regress.duet import DUET_METRICS, DuetThresholds, decided, judge_pairs
-
-    tests = len(DUET_METRICS)  # a night of one changed cell: Bonferroni over its metrics, as the pipeline does
     from tasks.serve.launchers.process import ProcessLauncher
 
+    tests = len(DUET_METRICS)  # a night of one changed cell: Bonferroni over its metrics, as the pipeline does
     fmt = reference[0].format
     thresholds = DuetThresholds.for_stack(server_name, fmt)
     settings = DuetSettings(run_id="duetbench", duet_id=f"duet{index}", log_dir=log_dir, launcher=ProcessLauncher(),
