@@ -117,15 +117,19 @@ def _duet(server_name: str, reference, candidate, load, budget, log_dir: Path, i
 
 
 def record(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="duetbench-specs-") as specs, \
+            tempfile.TemporaryDirectory(prefix="duetbench-logs-") as log_dir:  # removed also on failure
+        os.environ["SERVING_EVAL_MODELS"] = specs
+        return _record(args, Path(specs), Path(log_dir))
+
+
+def _record(args: argparse.Namespace, specs: Path, log_dir: Path) -> int:
     from tasks.loadgen.settings import LoadSettings
     from tasks.serve.budget import plan_budget
 
-    specs = Path(tempfile.mkdtemp(prefix="duetbench-specs-"))
-    os.environ["SERVING_EVAL_MODELS"] = str(specs)
     budget = plan_budget(None, None, True)
     load = LoadSettings(mode="concurrency", load=CONCURRENCY, duration_s=args.duration_s, warmup_s=args.warmup_s,
                         window_s=args.duration_s / 4)
-    log_dir = Path(tempfile.mkdtemp(prefix="duetbench-logs-"))
     data = {"settings": {k: v for k, v in vars(args).items() if k != "func"}, "stacks": {}}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
