@@ -98,6 +98,12 @@ def probe_capabilities(server: Server, endpoint: Endpoint, *, capabilities: dict
     return checks
 
 
+def declared_only(server: Server, why: str) -> list[CapabilityCheck]:
+    """The declaration alone, for a server that did not run (its cells skipped): nothing probed, and why."""
+    return [CapabilityCheck(name, c.declared, c.how, c.probe.describe() if c.probe else "", NOT_PROBED, why)
+            for name, c in ((n, server.capabilities.get(n)) for n in CAPABILITIES) if c is not None]
+
+
 def run_probe(probe: Probe, server: Server, endpoint: Endpoint, wire_check: WireCheck | None,
               timeout_s: float) -> tuple[bool | None, str]:
     """(passed, evidence) of one probe; passed is None when it could not be run (no wire check given)."""
