@@ -351,6 +351,10 @@ def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict)
         profile.apply()
     if profiles:
         timeline["lifecycle"] = [p.record() for p in profiles]
+    features = feature_fields(profiles[0].capabilities, profiles[0].lines) if profiles else feature_fields(
+        declared_only(server, "not probed: the server did not start"), None)
+    for row in unspoken:  # cells of a wire the stack lacks: what the stack offers, as its live server showed it
+        row.update(features)
     return {"rows": rows, "timeline": timeline}
 
 
