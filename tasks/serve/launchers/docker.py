@@ -186,11 +186,11 @@ class DockerLauncher(Launcher):
         """The image's size as the engine reports it (`docker image inspect`'s Size: every layer, uncompressed)."""
         from docker.errors import DockerException
 
-        image = self._image(spec)
         try:
+            image = self._image(spec)
             size = self.client.images.get(image.ref).attrs.get("Size")
         except (DockerException, LauncherUnavailable, OSError) as exc:
-            return RuntimeSize(None, f"the engine did not report image {image.ref}'s size ({exc})")
+            return RuntimeSize(None, f"the engine did not report image {spec.image}'s size ({exc})")
         if not isinstance(size, int):
             return RuntimeSize(None, f"the engine reported no size for image {image.ref}")
         return RuntimeSize(size, f"image {image.label} on the engine")
