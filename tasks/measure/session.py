@@ -296,8 +296,8 @@ def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict)
     if skip or not cells:
         rows = unspoken + [not_measured(run, c, "skipped", skip, model_sha256=ctx.artifact.sha256, **tag)
                            for c in cells]
-        declared = feature_fields(declared_only(server, f"not probed: the server did not run ({skip or 'no cell'})"
-                                                [:300]), None)
+        why = f"not probed: the server did not run ({skip or 'no cell to measure'})"
+        declared = feature_fields(declared_only(server, why[:300]), None)
         for row in rows:
             row.update(declared)
         return {"rows": rows, "timeline": timeline}
@@ -388,7 +388,10 @@ def _wire_check(ctx: SessionContext, live: LiveServer, checks: dict[str | None, 
     codec = server.wires[kind].codec
     check = checks.get(codec) or (checks.get(None) if codec == server.protocol else None)
     if check is None:
-        endpoint = load_endpoint(live, codec)
+        try:
+            endpoint = load_endpoint(live, codec)
+        except ConfigError as exc:
+            return False, f"over {codec}: {exc}"
         check = check_served_outputs(codec, endpoint, ctx.spec, ctx.artifact, ctx.config.max_batch_size)
     return check.passed, f"over {codec}: {check.detail}"
 
