@@ -12,6 +12,11 @@ Each row also carries the payload bytes of its requests and responses and, where
 request's time went (`Server.server_timings`, scraped at both ends of the measured window: queue, decode,
 infer, encode, the server's total, and the rest of the client's latency outside it) with `breakdown_source`
 saying what was read, or that nothing was.
+
+Each server life is also profiled (tasks/measure/lifecycle.py): its served-output check is sent first, once it is
+ready (the time to its first correct answer), then its idle size is read, what it runs from is sized and its
+capabilities are probed (tasks/measure/capabilities.py: a failed probe is a finding, never a failed row), and its
+size is read again after every load point; every row of the life carries the figures, and its timeline the readings.
 """
 
 from __future__ import annotations

@@ -40,6 +40,9 @@ RESTART_STOP_GRACE_S = 2.0
 class LiveServer:
     """A started, ready server and what was learned while starting it.
 
+    `serving_lines` counts what the project wrote to serve the model (tasks/serve/lines.py), read right after
+    `write_layout`, before `run_spec` adds its launcher's files.
+
     `restart(reason)` replaces a server that died or hung with a fresh one on new ports (same layout, same
     log file): `endpoint`, `handle`, `startup_s` and `server_version` then describe the new one, `restarts`
     counts how many times that happened. The session's timeline records each restart with the crash's log tail.
