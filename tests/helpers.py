@@ -131,10 +131,34 @@ def shm_entries(prefix: str = "triton") -> set[str]:
     return {p.name for p in shm.iterdir() if p.name.startswith(prefix)} if shm.is_dir() else set()
 
 
+def probe_live_capabilities(live, spec: ModelSpec, artifact: Artifact, capabilities=None) -> list:
+    """The capability probes of a live server (tasks/measure/capabilities.py), its wire probes answered by the
+    served-output check over that wire, as a session makes them."""
+    from tasks.measure.capabilities import probe_capabilities
+    from tasks.measure.served_check import check_served_outputs
+
+    def wire_check(kind: str) -> tuple[bool, str]:
+        codec = live.server.wires[kind].codec
+        check = check_served_outputs(codec, live.server.wire_endpoint(live.endpoint, codec), spec, artifact, 4)
+        return check.passed, check.detail
+
+    return probe_capabilities(live.server, live.endpoint, capabilities=capabilities, wire_check=wire_check)
+
+
+def assert_probes_pass(checks: list) -> None:
+    """Every declared capability with a probe was probed and passed (no finding), each with its evidence."""
+    probed = [c for c in checks if c.probe]
+    assert probed, "no capability was probed"
+    assert all(c.result == "passed" and c.evidence for c in probed), [c.to_dict() for c in probed
+                                                                      if c.result != "passed"]
+
+
 def serve_and_check(server, artifact: Artifact, spec: ModelSpec, log_dir: Path, references: dict[int, dict],
-                    expected_version: str, ready_timeout_s: float = 90.0) -> dict:
+                    expected_version: str, ready_timeout_s: float = 90.0, wrong_probes: dict | None = None) -> dict:
     """One real session: ready, version, batch 1 and 4 through the server's codec against `references`
-    (batch size -> outputs), loopback-only listeners; then nothing left: processes, ports, workdir, shm."""
+    (batch size -> outputs), its capability probes all passing (and, with `wrong_probes`, a declaration pointed
+    wrong probed too: `seen["wrong_probes"]`), loopback-only listeners; then nothing left: processes, ports, workdir,
+    shm."""
     from tasks.serve.launchers.process import ProcessLauncher
     from tasks.serve.session import SessionSettings, server_session
 
@@ -148,6 +172,11 @@ def serve_and_check(server, artifact: Artifact, spec: ModelSpec, log_dir: Path, 
         assert server.is_ready(live.endpoint)
         assert live.server_version == expected_version
         infer_and_check(live, spec, references)
+        seen["capabilities"] = probe_live_capabilities(live, spec, artifact)
+        assert_probes_pass(seen["capabilities"])
+        if wrong_probes:
+            pointed_wrong = {**server.capabilities, **wrong_probes}
+            seen["wrong_probes"] = probe_live_capabilities(live, spec, artifact, pointed_wrong)
         pids = tree_pids(live.handle.pid, live.handle.pgid)
         listeners = listening_addresses(pids)
         assert {port for _, port in listeners} >= set(live.endpoint.ports.values())

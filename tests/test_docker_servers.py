@@ -10,11 +10,12 @@ import psutil
 import pytest
 
 from tasks.convert.parity import load_reference
+from tasks.loadgen.resources import read_footprint
 from tasks.serve.launchers.docker import LOOPBACK, DockerLauncher
 from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tasks.serve.session import SessionSettings, server_session
-from tests.helpers import infer_and_check
+from tests.helpers import assert_probes_pass, infer_and_check, probe_live_capabilities
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +57,11 @@ def test_stack_serves_from_its_image(server_name, fmt, version, request, mlp_spe
         assert attrs["Image"] == image.image_id
         assert attrs["HostConfig"]["CpusetCpus"] == str(psutil.cpu_count() - 1)
         assert attrs["HostConfig"]["Memory"] == 2 * 2**30 == attrs["HostConfig"]["MemorySwap"]
+        size = launcher.runtime_size(live.run_spec)  # the image's size as the engine reports it
+        assert size.size_bytes == client.images.get(image.ref).attrs["Size"] > 0 and image.ref in size.what
+        footprint = read_footprint(live.handle, client)  # the container's cgroup: its init and the server
+        assert footprint.rss_mb > 0 and footprint.processes >= 2 and footprint.threads >= footprint.processes
+        assert_probes_pass(probe_live_capabilities(live, mlp_spec, artifact))  # through the published ports
         container_id = live.handle.container_id
     assert container_id not in {c.id for c in client.containers.list(all=True)}
     assert (log_dir / f"{cell_id}.log").is_file(), "the container's log was not saved into the cell's log"

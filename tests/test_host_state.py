@@ -299,7 +299,7 @@ def test_a_contended_point_is_measured_again_once_then_judged(monkeypatch, neigh
                           budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)))
     live = SimpleNamespace(server=SimpleNamespace(name="custom"), server_version="1", startup_s=1.0,
                            runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
-    life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None)
+    life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None)
     cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "concurrency", 2.0)
     row, _ = session_module._measure_point(ctx, life, cell)
     assert calls == list(neighbours) and row["status"] == status and row["remeasured"] is remeasured

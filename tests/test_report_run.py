@@ -54,6 +54,10 @@ def test_a_real_runs_report_holds_every_cell_the_plots_the_recommendation_and_th
     assert "<h2 id=changes>" in page and "Previous comparable run: <code>night1</code>" in page
     assert "<table class=changes>" in page and "data-plot='trend-throughput_rps'" in page
     assert "<script" not in page
+    lifecycle = re.search(r"<table class=lifecycle>.*?</table>", page, re.S).group(0)
+    assert all(f"<td class=l>{stack}</td>" in lifecycle for stack in STACKS)  # each server life, with its figures
+    features = re.search(r"<table class=features>.*?</table>", page, re.S).group(0)
+    assert "<th class=l>custom</th>" in features and features.count("probed ✓") == 4  # metrics, ready, binary, v2
 
     # Rebuilt from the store alone, the page is the same, byte for byte.
     assert rebuild_report(store, manifest).encode() == store.get(names["report.html"])

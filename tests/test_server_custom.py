@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tasks.convert.parity import load_reference
+from tasks.serve.capabilities import Capability, Probe
 from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tests.helpers import serve_and_check
@@ -20,13 +21,31 @@ def source_references(artifact, spec) -> dict[int, dict]:
     return {bs: {t.name: out for t, out in zip(spec.outputs, outs, strict=True)} for bs, outs in outputs.items()}
 
 
+# A declaration pointed wrong, probed on the same live server: a metrics route that answers JSON, and a gRPC
+# ServerReady call on its HTTP/1.1 port.
+WRONG_PROBES = {
+    "metrics": Capability(True, "pointed at the readiness route", Probe("prometheus", path="/v2/health/ready")),
+    "grpc": Capability(True, "pointed at the REST port",
+                       Probe("grpc", port="http", method="/inference.GRPCInferenceService/ServerReady")),
+}
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
 def test_custom_serves_mlp(fmt, request, mlp_spec, log_dir):
     artifact = request.getfixturevalue(f"mlp_{fmt}")
     seen = serve_and_check(get_server("custom"), artifact, mlp_spec, log_dir, source_references(artifact, mlp_spec),
-                           VERSION)
+                           VERSION, wrong_probes=WRONG_PROBES)
     assert seen["startup_s"] > 0
+    checks = {c.capability: c for c in seen["capabilities"]}
+    assert {n for n, c in checks.items() if c.result == "passed"} == {"metrics", "health_readiness", "binary_tensors",
+                                                                      "kserve_v2"}
+    assert "1 input(s), 1 output(s)" in checks["kserve_v2"].evidence  # the v2 model metadata lists its outputs
+    assert not any(c.finding for c in checks.values())
+    wrong = {c.capability: c for c in seen["wrong_probes"]}
+    assert {n for n, c in wrong.items() if c.finding} == {"metrics", "grpc"}
+    assert "no Prometheus sample line" in wrong["metrics"].evidence
+    assert wrong["grpc"].evidence.startswith("/inference.GRPCInferenceService/ServerReady: gRPC ")
 
 
 @pytest.mark.integration

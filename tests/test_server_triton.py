@@ -35,10 +35,12 @@ from tasks.serve.servers.triton import (
 )
 from tasks.serve.session import SessionSettings, server_session
 from tests.helpers import (
+    assert_probes_pass,
     is_loopback,
     listening_addresses,
     port_free,
     post,
+    probe_live_capabilities,
     reference_outputs,
     shm_entries,
     split_request,
@@ -141,6 +143,10 @@ def test_triton_serves_http_grpc_with_dynamic_batching(fmt, mlp_spec, references
         outputs = _grpc_infer(live, mlp_spec, 4)
         for name, want in references[4].items():
             np.testing.assert_allclose(outputs[name], want, atol=mlp_spec.parity_atol, rtol=mlp_spec.parity_rtol)
+        checks = {c.capability: c for c in probe_live_capabilities(live, mlp_spec, artifact)}
+        assert_probes_pass(list(checks.values()))
+        assert {n for n, c in checks.items() if c.result == "passed"} >= {
+            "multi_model", "model_versions", "metrics", "health_readiness", "grpc", "binary_tensors", "kserve_v2"}
 
         before = server.server_side_counts(live.endpoint)
         sent = _concurrent_requests(live, mlp_spec)

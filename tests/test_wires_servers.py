@@ -1,14 +1,18 @@
 """Every new wire against its real server (process launcher, the MLP, 1.5 s points): the served outputs over the
 wire equal the reference, a load point over it has no error and lighter payloads than JSON, and on Triton and the
 custom service the breakdown's parts add up to within 10 % of the server's own total; a stack without a wire
-asked for yields a skipped cell with the reason, in a real run."""
+asked for yields a skipped cell with the reason, in a real run, whose rows carry the server life's lifecycle and
+capability figures."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
+from tasks.measure.lifecycle import LIFECYCLE_COLUMNS
 from tasks.measure.served_check import check_served_outputs
 from tasks.measure.session import load_endpoint, server_timings
 from tasks.serve.launchers.process import ProcessLauncher
@@ -91,6 +95,24 @@ def test_torchserve_raw_bytes_and_grpc(mlp_torchscript, mlp_spec, log_dir, tmp_p
             assert measurement.server_ms >= measurement.infer_ms
 
 
+def check_lifecycle(*rows: dict) -> None:
+    """The lifecycle and feature figures of one real server life: present, plausible and the same on its rows."""
+    first = rows[0]
+    assert all({k: r[k] for k in LIFECYCLE_COLUMNS} == {k: first[k] for k in LIFECYCLE_COLUMNS} for r in rows)
+    assert first["first_correct_s"] >= first["startup_s"] > 0
+    assert first["first_correct_s"] - first["startup_s"] < 30  # a few requests of the MLP, and the version call
+    assert first["idle_rss_mb"] > 10  # a Python process with ONNX Runtime loaded
+    assert first["session_rss_peak_mb"] >= max(first["idle_rss_mb"], *(r["server_rss_mb"] for r in rows))
+    assert abs(first["rss_growth_mb"]) < first["session_rss_peak_mb"]
+    assert first["server_processes"] >= 1 and first["server_threads"] >= first["server_processes"]
+    assert first["runtime_size_mb"] > 100  # the custom runtime's venv: onnxruntime, torch, tensorflow
+    capabilities = json.loads(first["capabilities"])
+    assert {n for n, c in capabilities.items() if c["result"] == "passed"} >= {"metrics", "health_readiness",
+                                                                               "binary_tensors", "kserve_v2"}
+    assert first["capability_findings"] == 0 and first["code_lines"] > 100 and first["config_lines"] == 0
+    assert json.loads(first["serving_files"])["files"][0]["path"] == "runtime:app.py"
+
+
 def test_a_stack_without_a_wire_yields_a_skipped_cell_in_a_run(embedded_s3, bucket):
     from tasks.pipeline import run_pipeline
     from tasks.store.s3 import S3Store
@@ -108,7 +130,13 @@ def test_a_stack_without_a_wire_yields_a_skipped_cell_in_a_run(embedded_s3, buck
     skipped = cells["grpc"]
     assert skipped["status"] == "skipped" and skipped["protocol"] == "grpc"
     assert skipped["reason"].startswith("server custom has no grpc wire: the custom service is a FastAPI app")
+    check_lifecycle(cells["json"], cells["binary"])
+    declared = json.loads(skipped["capabilities"])  # a skipped cell still says what its stack offers
+    assert declared["grpc"]["declared"] is False and declared["metrics"]["result"] == "passed"
+    assert skipped["code_lines"] == cells["json"]["code_lines"] and skipped["idle_rss_mb"] is None
     store = S3Store(bucket, "eval", conn)
     _, manifest = read_run(store)
     page = store.get(next(o["key"] for o in manifest["objects"] if o["name"] == "report.html")).decode()
     assert "<h2 id=wires>" in page and "data-plot='breakdown'" in page and "no grpc wire" in page
+    assert "<table class=lifecycle>" in page and "data-plot='lifecycle-first-correct'" in page
+    assert "<table class=features>" in page and "<tr data-capability='kserve_v2'>" in page

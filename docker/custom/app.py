@@ -254,7 +254,8 @@ def create_app(engine: OnnxEngine, model_name: str, timing_dir: Path):
     @app.get(f"/v2/models/{model_name}")
     def model_metadata() -> dict:
         return {"name": model_name, "platform": engine.version, "inputs": [
-            {"name": i.name, "datatype": i.type, "shape": i.shape} for i in engine.inputs.values()]}
+            {"name": i.name, "datatype": i.type, "shape": i.shape} for i in engine.inputs.values()],
+            "outputs": [{"name": name} for name in engine.output_names]}  # KServe v2 model metadata has both
 
     @app.post("/v2/models/{name}/infer")
     async def infer(name: str, request: Request) -> Response:

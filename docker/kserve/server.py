@@ -69,6 +69,15 @@ def bind_to(host):
     ks_model_server.GRPCServer = BoundGRPCServer
 
 
+V2_DATATYPES = {"float32": "FP32", "float16": "FP16", "float64": "FP64", "int64": "INT64", "int32": "INT32",
+                "int8": "INT8", "uint8": "UINT8", "bool": "BOOL"}
+
+
+def _tensor_metadata(tensor):
+    return {"name": tensor["name"], "datatype": V2_DATATYPES.get(tensor["dtype"], tensor["dtype"].upper()),
+            "shape": tensor["shape"]}
+
+
 class ServedModel(kserve.Model):
     def __init__(self, name, model_dir, threads):
         super().__init__(name)
@@ -93,6 +102,13 @@ class ServedModel(kserve.Model):
             self.module = torch.jit.load(self.path, map_location="cpu").eval()
         self.ready = True
         return self.ready
+
+    def get_input_types(self):
+        """The KServe v2 model metadata's inputs (GET /v2/models/<model>): names, datatypes, shapes."""
+        return [_tensor_metadata(t) for t in self.config["inputs"]]
+
+    def get_output_types(self):
+        return [_tensor_metadata(t) for t in self.config["outputs"]]
 
     def run(self, arrays):
         names = [o["name"] for o in self.config["outputs"]]

@@ -91,6 +91,12 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("outside_ms", "ms", LOWER, "Outside the server"),
     # derived in the report: 100 x (1 - JSON's throughput / the best wire's), what JSON costs a stack
     Metric("json_tax_pct", "%", LOWER, "JSON tax"),
+    # how a server lives, per server life (tasks/measure/lifecycle.py): shown, never ranked or regressed
+    Metric("first_correct_s", "s", LOWER, "Time to first correct answer"),
+    Metric("idle_rss_mb", "MiB", LOWER, "Idle memory"),
+    Metric("session_rss_peak_mb", "MiB", LOWER, "Peak memory over the session"),
+    Metric("rss_growth_mb", "MiB", LOWER, "Memory growth over the load points"),
+    Metric("runtime_size_mb", "MiB", LOWER, "Runtime size (image or venv)"),
 )}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from tasks.core.metrics import METRICS
 
-SCHEMA_VERSION = "1.5"  # what each version changed: SCHEMA_CHANGES
+SCHEMA_VERSION = "1.6"  # what each version changed: SCHEMA_CHANGES
 # `contended` (1.5): the point ran cleanly but other work took the host's CPU while it ran, twice (docs/measuring.md)
 STATUSES = ("ok", "contended", "failed", "skipped")
 CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id", "protocol")
@@ -245,6 +245,41 @@ CONTRACT: tuple[Column, ...] = (
                                    "the wait for a quiet host", since="1.5"),
     ),
     *_columns(
+        "Lifecycle",
+        _metric("first_correct_s", "from the server's start to the first answer that passed the served-output check "
+                                   "(its first request is sent once it is ready): start-up, then the first "
+                                   "inference's own cost; per server life, on each of its rows", since="1.6"),
+        _metric("idle_rss_mb", "the server's resident memory after load-in and the served-output check, before its "
+                               "first load point (summed over its process tree, or its container's memory as docker "
+                               "stats counts it)", since="1.6"),
+        _metric("session_rss_peak_mb", "the highest memory of the server life: idle, every load point's peak and every "
+                                       "reading after a point", since="1.6"),
+        _metric("rss_growth_mb", "memory read after the life's last load point less after its first, the server idle "
+                                 "both times (what it kept from its load); null with fewer than two points",
+                since="1.6"),
+        _col("server_processes", INT, "processes of the server's tree (or container, its init included) after "
+                                      "load-in", "processes", since="1.6"),
+        _col("server_threads", INT, "threads of those processes after load-in", "threads", since="1.6"),
+        _metric("runtime_size_mb", "the size of what the server ran from: its container image as the engine reports "
+                                   "it (launcher docker), or its runtime venv on disk (process)", since="1.6"),
+    ),
+    *_columns(
+        "Features and ease of use",
+        _col("capabilities", STRING, "what the stack declares it can do (tasks/serve/capabilities.py: dynamic "
+                                     "batching, several models, versions, metrics, health and readiness, gRPC, binary "
+                                     "tensors, KServe v2, hot reload, ensembles) and what its probe of the live "
+                                     "server found, as JSON: per capability `declared`, `how`, `probe`, `result` "
+                                     "(passed, failed, not probed) and `evidence`", since="1.6"),
+        _col("capability_findings", INT, "declared capabilities whose probe failed (findings: shown in the report, "
+                                         "never a failed row)", "capabilities", since="1.6"),
+        _col("config_lines", INT, "non-blank, non-comment lines of configuration the project writes to serve the "
+                                  "model on this stack (its generated layout)", "lines", since="1.6"),
+        _col("code_lines", INT, "non-blank, non-comment, non-docstring lines of code the project writes for it (the "
+                                "layout's and the runtime's handler or service code)", "lines", since="1.6"),
+        _col("serving_files", STRING, "the files counted, as JSON: each with its kind and lines, and the files left "
+                                      "out with why (tasks/serve/lines.py)", since="1.6"),
+    ),
+    *_columns(
         "Outcome",
         _metric("served_err_ratio", "the served-output check before load: worst |a-b| / (atol + rtol*|b|) against "
                                     "the reference; <= 1 passes", since="1.3"),
@@ -294,6 +329,10 @@ SCHEMA_CHANGES = {
            "load point (other work's CPU, steal, the server's CPU share of its budget and its run-queue wait, other "
            "work on its CPUs, CPU pressure, load average, all of it as JSON), `remeasured`, and the status "
            "`contended`",
+    "1.6": "how each server lives (`first_correct_s`, `idle_rss_mb`, `session_rss_peak_mb`, `rss_growth_mb`, "
+           "`server_processes`, `server_threads`, `runtime_size_mb`) and what it can do and takes to serve "
+           "(`capabilities` declared and probed, `capability_findings`, `config_lines`, `code_lines`, "
+           "`serving_files`), each per server life on every row it measured",
 }
 
 

@@ -12,13 +12,14 @@ It records; `tasks.validate` judges.
     measurement.py  summaries of a recording: percentiles, windows, stability, intervals, the generator's own cost
     histogram.py    HDR histograms to persist and merge
     sweep.py        which load to run next in a concurrency sweep or a rate search
-    resources.py    the server's CPU, memory (and GPU) sampled during a load point
+    resources.py    the server's CPU, memory (and GPU) sampled during a load point; its memory, processes and
+                    threads read once (`read_footprint`)
     protocols/      one codec per wire protocol: encode once, send, check every response
 """
 
 from tasks.core.faces import lazy_exports
 
 EXPORTS = {"LoadSettings": "settings", "run_load_point": "run", "Measurement": "measurement",
-           "sampler_for": "resources"}
+           "sampler_for": "resources", "read_footprint": "resources"}
 __all__ = sorted(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -1,6 +1,6 @@
 """Resource sampling for the duration of a load point: the server's process tree (psutil) or its container
 (its cgroup files, or docker stats), and the GPU (NVML) where one exists. `sampler_for(handle)` picks by the
-launch handle."""
+launch handle. `read_footprint(handle)` reads the server's memory, processes and threads once (its idle size)."""
 
 from __future__ import annotations
 
@@ -173,6 +173,79 @@ class CgroupReader:
         usage = int(self.memory_file.read_text().strip())
         stat = dict(line.split() for line in self.memory_stat.read_text().splitlines() if line.strip())
         return max(0, usage - int(stat.get(self.inactive_key, 0)))
+
+
+    def processes(self) -> int:
+        """Processes in the cgroup (`cgroup.procs`)."""
+        return _count_lines(self.cpu_file.parent / "cgroup.procs")
+
+    def threads(self) -> int:
+        """Threads in the cgroup (`cgroup.threads` in v2, `tasks` in v1)."""
+        name = "cgroup.threads" if self.cpu_file.name == "cpu.stat" else "tasks"
+        return _count_lines(self.cpu_file.parent / name)
+
+
+def _count_lines(path: Path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if line.strip())
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """One reading of a server's size: its resident memory, processes and threads (a process tree's, summed; a
+    container's from its cgroup, init included), and where it was read from."""
+
+    rss_mb: float | None
+    processes: int | None
+    threads: int | None
+    source: str  # "process tree", "cgroup" or "docker stats"
+
+    def to_dict(self) -> dict:
+        return {"rss_mb": self.rss_mb, "processes": self.processes, "threads": self.threads, "source": self.source}
+
+
+def read_footprint(handle, client=None) -> Footprint | None:
+    """The server's memory, processes and threads now (its process tree, or its container), or None when it cannot
+    be read (the server is gone, no engine answers)."""
+    if getattr(handle, "container_id", ""):
+        return _container_footprint(handle.container_id, client)
+    try:
+        root = psutil.Process(handle.pid)
+        members = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return None
+    rss, threads, alive = 0, 0, 0
+    for proc in members:
+        try:
+            with proc.oneshot():
+                rss += proc.memory_info().rss
+                threads += proc.num_threads()
+            alive += 1
+        except psutil.Error:
+            continue
+    return Footprint(rss / 2**20, alive, threads, "process tree") if alive else None
+
+
+def _container_footprint(container_id: str, client=None) -> Footprint | None:
+    try:
+        client = client or docker_client()
+        pid = int(client.api.inspect_container(container_id)["State"]["Pid"] or 0)
+    except Exception:  # noqa: BLE001 - no engine or no container: nothing to read
+        return None
+    reader = CgroupReader.for_pid(pid, container_id) if pid else None
+    if reader is not None:
+        try:
+            return Footprint(reader.memory_bytes() / 2**20, reader.processes(), reader.threads(), "cgroup")
+        except (OSError, ValueError, KeyError):
+            pass
+    try:  # an engine on another host: its stats (pids_stats counts the container's tasks, i.e. threads)
+        stats = client.api.stats(container_id, stream=False)
+        processes = len(client.api.top(container_id).get("Processes") or [])
+    except Exception:  # noqa: BLE001 - the container ended
+        return None
+    memory = container_memory_bytes(stats)
+    threads = (stats.get("pids_stats") or {}).get("current")
+    return Footprint(memory / 2**20 if memory is not None else None, processes or None,
+                     int(threads) if threads is not None else None, "docker stats")
 
 
 def _cgroup_mounts() -> dict[str, tuple[str, str]]:

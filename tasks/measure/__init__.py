@@ -2,6 +2,9 @@
 
     session.py       `measure_session`: every cell of one session as a row, judged by tasks.validate.outcome
     served_check.py  the served-output check before any load
+    capabilities.py  the capability probes of a live server: what each stack declares, checked, and its findings
+    lifecycle.py     how a server life lives: time to its first correct answer, idle and peak memory, its growth over
+                     the load points, processes and threads, what it runs from
     engine_speed.py  the engine's own speed in process, the ceiling a stack is read against
     hoststate.py     the host's state over each load point: other work's CPU, steal, the server's CPU share and wait
     hostcheck.py     is this host fit to measure on: the pre-flight findings and a run's hard limits (doctor)
@@ -14,6 +17,7 @@ from tasks.core.faces import lazy_exports
 
 EXPORTS = {"measure_session": "session", "check_served_outputs": "served_check", "engine_speed": "engine_speed",
            "NeighbourProbe": "hostload", "HostStateProbe": "hoststate", "check_host": "hostcheck",
-           "cell_inputs": "inputs", "input_changes": "inputs", "measure_duet": "duet"}
+           "cell_inputs": "inputs", "input_changes": "inputs", "measure_duet": "duet",
+           "probe_capabilities": "capabilities"}
 __all__ = sorted(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -12,6 +12,7 @@ worst |served - reference| / (atol + rtol * |reference|) over every output and b
 from __future__ import annotations
 
 import http.client
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ class ServedCheck:
     reference: str  # what the reference outputs are (e.g. "torch eager, fp32")
     detail: str  # where the worst ratio was, or why no answer could be compared
     protocol: str = ""  # the codec the check spoke
+    first_correct_at: float | None = None  # time.monotonic() when the first answer within tolerance came back
 
     def to_dict(self) -> dict:
         return {"err_ratio": self.err_ratio, "passed": self.passed, "batch_sizes": list(self.batch_sizes),
@@ -92,6 +94,7 @@ def check_served_outputs(protocol: str, endpoint: Endpoint, spec: ModelSpec, art
     sizes = tuple(b for b in spec.parity_batch_sizes if b <= max_batch_size) or (1,)
     names = [t.name for t in spec.outputs]
     worst, where = 0.0, ""
+    first_correct_at = None
     codec_cls = get_codec(protocol)
     dtypes = {t.name: t.dtype for t in spec.outputs}
 
@@ -104,6 +107,7 @@ def check_served_outputs(protocol: str, endpoint: Endpoint, spec: ModelSpec, art
                           dtypes)
         try:
             status, body = exchange(codec, endpoint)
+            answered_at = time.monotonic()
         except OSError as exc:
             return failed(f"batch {batch_size}: no answer ({exc})")
         except Exception as exc:  # noqa: BLE001 - grpc.RpcError: the call's status and details are the reason
@@ -122,8 +126,10 @@ def check_served_outputs(protocol: str, endpoint: Endpoint, spec: ModelSpec, art
         if not result["shapes_match"]:
             return failed(f"batch {batch_size}: output shapes {result['shapes']['actual']} differ from the "
                           f"reference's {result['shapes']['reference']}")
+        if first_correct_at is None and result["max_err_ratio"] <= 1.0:
+            first_correct_at = answered_at
         if result["max_err_ratio"] >= worst:
             worst = result["max_err_ratio"]
             where = (f"batch {batch_size}: max |a-b| {result['max_abs_err']:.3g} (atol {atol:g}, rtol {rtol:g}), "
                      f"worst |a-b|/(atol+rtol*|b|) {worst:.3g}")
-    return ServedCheck(worst, worst <= 1.0, sizes, described, where, protocol)
+    return ServedCheck(worst, worst <= 1.0, sizes, described, where, protocol, first_correct_at)

@@ -12,6 +12,11 @@ Each row also carries the payload bytes of its requests and responses and, where
 request's time went (`Server.server_timings`, scraped at both ends of the measured window: queue, decode,
 infer, encode, the server's total, and the rest of the client's latency outside it) with `breakdown_source`
 saying what was read, or that nothing was.
+
+Each server life is also profiled (tasks/measure/lifecycle.py): its served-output check is sent first, once it is
+ready (the time to its first correct answer), then its idle size is read, what it runs from is sized and its
+capabilities are probed (tasks/measure/capabilities.py: a failed probe is a finding, never a failed row), and its
+size is read again after every load point; every row of the life carries the figures, and its timeline the readings.
 """
 
 from __future__ import annotations
@@ -30,13 +35,15 @@ from tasks.core.paths import run_dir
 from tasks.core.results import CELL_KEY, DEFAULT_CONFIG_ID, empty_row
 from tasks.core.spec import ModelSpec, load_spec
 from tasks.loadgen.measurement import Measurement
-from tasks.loadgen.resources import sampler_for
+from tasks.loadgen.resources import Footprint, read_footprint, sampler_for
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
+from tasks.measure.capabilities import declared_only, probe_capabilities
 from tasks.measure.engine_speed import engine_speed
 from tasks.measure.hoststate import HostState, HostStateProbe
 from tasks.measure.inputs import cell_inputs, inputs_sha, runtime_fingerprint, serving_fingerprint
+from tasks.measure.lifecycle import ServerLifeProfile, feature_fields
 from tasks.measure.served_check import ServedCheck, check_served_outputs
 from tasks.plan.cells import SWEEP_MODES, Cell, Session
 from tasks.plan.config import RunConfig
@@ -48,6 +55,7 @@ from tasks.serve.budget import ServerBudget, plan_budget
 from tasks.serve.hostlock import host_lock
 from tasks.serve.knobs import apply_config, knob_values
 from tasks.serve.launchers import get_launcher
+from tasks.serve.launchers.base import RuntimeSize
 from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
 from tasks.serve.session import LiveServer, SessionSettings, server_session
@@ -269,6 +277,7 @@ class ServerLife:
     served: dict
     timeline: dict
     inputs: dict = field(default_factory=dict)  # what this life serves with (tasks/measure/inputs.py), per protocol
+    profile: ServerLifeProfile | None = None  # how the current server life lives (tasks/measure/lifecycle.py)
 
 
 def stack_inputs(ctx: SessionContext, server, options: ServingOptions, live: LiveServer) -> dict:
@@ -290,8 +299,13 @@ def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict)
     cells = tuple(c for c in session.cells if not c.skip)
     skip = server.skip_reason(config.launcher, fmt=session.format, spec=ctx.spec)
     if skip or not cells:
-        return {"rows": unspoken + [not_measured(run, c, "skipped", skip, model_sha256=ctx.artifact.sha256, **tag)
-                                    for c in cells], "timeline": timeline}
+        rows = unspoken + [not_measured(run, c, "skipped", skip, model_sha256=ctx.artifact.sha256, **tag)
+                           for c in cells]
+        why = f"not probed: the server did not run ({skip or 'no cell to measure'})"
+        declared = feature_fields(declared_only(server, why[:300]), None)
+        for row in rows:
+            row.update(declared)
+        return {"rows": rows, "timeline": timeline}
     rows: list[dict] = unspoken
     measured: set[str] = set()  # cell ids whose rows are in `rows` (a sweep cell has one row per point)
     served = {"model_sha256": ctx.artifact.sha256, "engine": server.engines.get(ctx.artifact.format), **tag}
@@ -300,17 +314,21 @@ def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict)
                                memory=ctx.budget.memory)
     checks: dict[str | None, ServedCheck] = {}
     protocols = list(dict.fromkeys(c.protocol for c in cells))
+    profiles: list[ServerLifeProfile] = []
     try:
         launcher = get_launcher(config.launcher)
         with host_lock(run["run_id"], session_id), \
                 server_session(server, ctx.artifact, ctx.spec, launcher, settings, timeline=timeline) as live:
+            checks = _check_served(ctx, live, timeline, protocols)  # first: the time to the first correct answer
             life = ServerLife(live, served, timeline, stack_inputs(ctx, server, options, live))
-            checks = _check_served(ctx, live, timeline, protocols)
+            life.profile = _profile(ctx, live, checks)
+            profiles.append(life.profile)
             for cell in cells:
                 check = checks[cell.protocol]
                 if not check.passed:  # what this wire serves is wrong: its cells fail, the other wires go on
                     rows.append(not_measured(run, cell, "failed", served_reason(server.name, check), **served,
                                              served_err_ratio=check.err_ratio, restarts=live.restarts))
+                    life.profile.rows.append(rows[-1])
                     measured.add(cell.cell_id)
                     continue
                 new_rows = _measure_sweep(ctx, life, cell) if cell.is_sweep else [_measure_point(ctx, life, cell)[0]]
@@ -326,13 +344,61 @@ def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict)
                                                 f"remaining points are not measured: {failure}")
                     live.restart(failure)
                     checks = _check_served(ctx, live, timeline, protocols)
+                    life.profile = _profile(ctx, live, checks)
+                    profiles.append(life.profile)
     except Exception as exc:  # noqa: BLE001 - any failure becomes the reason of the cells not yet measured
         reason = str(exc) if isinstance(exc, SessionEnded) else f"{type(exc).__name__}: {exc}"
         for c in cells:
             if c.cell_id not in measured:
                 extra = {"served_err_ratio": checks[c.protocol].err_ratio} if c.protocol in checks else {}
                 rows.append(not_measured(run, c, "failed", reason, **served, **extra))
+    for profile in profiles:
+        profile.apply()
+    if profiles:
+        timeline["lifecycle"] = [p.record() for p in profiles]
+    features = feature_fields(profiles[0].capabilities, profiles[0].lines) if profiles else feature_fields(
+        declared_only(server, "not probed: the server did not start"), None)
+    for row in unspoken:  # cells of a wire the stack lacks: what the stack offers, as its live server showed it
+        row.update(features)
     return {"rows": rows, "timeline": timeline}
+
+
+def _profile(ctx: SessionContext, live: LiveServer, checks: dict[str | None, ServedCheck]) -> ServerLifeProfile:
+    """A server life, right after its served-output checks and before its first load point: the time to its first
+    correct answer, its idle size, what it runs from, and its capabilities probed (a probe that cannot run is
+    recorded as such; nothing here fails the session)."""
+    firsts = [c.first_correct_at for c in checks.values() if c.first_correct_at is not None]
+    first_correct_s = min(firsts) - live.started_monotonic if firsts and live.started_monotonic else None
+    idle = read_footprint(live.handle)
+    launcher = live.launcher
+    runtime = launcher.runtime_size(live.run_spec) if launcher is not None and live.run_spec is not None else None
+    profile = ServerLifeProfile(live.startup_s, first_correct_s, idle,
+                                runtime or RuntimeSize(None, "the session recorded no run spec"), live.serving_lines)
+    try:
+        profile.capabilities = probe_capabilities(live.server, live.endpoint,
+                                                  wire_check=lambda kind: _wire_check(ctx, live, checks, kind))
+    except Exception as exc:  # noqa: BLE001 - the probes are evidence about the stack, never the session's end
+        profile.capabilities = declared_only(live.server, f"not probed: the probes did not run "
+                                                          f"({type(exc).__name__}: {exc})"[:300])
+    return profile
+
+
+def _wire_check(ctx: SessionContext, live: LiveServer, checks: dict[str | None, ServedCheck],
+                kind: str) -> tuple[bool, str]:
+    """The served-output check over the server's `kind` wire: the session's own where a cell used that wire, else
+    one made now for the capability probe (its result is only evidence, never a cell's outcome)."""
+    server = live.server
+    if kind not in server.wires:
+        return False, f"server {server.name} declares no {kind} wire"
+    codec = server.wires[kind].codec
+    check = checks.get(codec) or (checks.get(None) if codec == server.protocol else None)
+    if check is None:
+        try:
+            endpoint = load_endpoint(live, codec)
+        except ConfigError as exc:
+            return False, f"over {codec}: {exc}"
+        check = check_served_outputs(codec, endpoint, ctx.spec, ctx.artifact, ctx.config.max_batch_size)
+    return check.passed, f"over {codec}: {check.detail}"
 
 
 class SessionEnded(Exception):
@@ -475,6 +541,7 @@ class PointRun:
     load_error: str | None
     host: HostState | None
     health: ServerHealth
+    footprint_after: Footprint | None = None  # the server's size read after the point (tasks/measure/lifecycle.py)
 
 
 def _run_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> PointRun:
@@ -506,7 +573,9 @@ def _run_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> PointRun:
         load_error = f"{type(exc).__name__}: {exc}"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return PointRun(fields, measurement, load_error, host, observe_health(live))
+    health = observe_health(live)
+    after = read_footprint(live.handle) if health.alive else None
+    return PointRun(fields, measurement, load_error, host, health, after)
 
 
 def wait_for_quiet(probe: HostStateProbe, max_neighbour_pct: float, quiet_wait_s: float,
@@ -573,6 +642,8 @@ def _measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[d
     row.update(point.fields)
     events["load_end"] = time.time()
     row.update(status=outcome.status, reason=outcome.reason[:4000] if outcome.reason else None)
+    if life.profile is not None:
+        life.profile.after_point(row, point.footprint_after)
     if outcome.server_failed:
         row[SERVER_FAILED] = describe_health(live.server.name, point.health)[:4000]
         events["server_failed"] = row[SERVER_FAILED][:500]

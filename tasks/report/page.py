@@ -7,7 +7,8 @@ rebuilt page is byte-identical. No timestamp of the rendering, no unordered iter
 
 Sections: the recommendation (`tasks.report.recommend`), per model the plots (latency against throughput, scaling,
 efficiency) and the table of rows — both over each stack's best wire (`tasks.report.wires`) — the serving
-configurations, the engines, the wires (the JSON tax and where a request's time goes), the changes since the
+configurations, the engines, the wires (the JSON tax and where a request's time goes), how each stack lives
+(`tasks.report.lifecycle`), its features and ease of use (`tasks.report.features`), the changes since the
 previous comparable run (`trend.json`, `regressions.json`), every planned cell, failed and skipped cells with their
 reasons, parity and served-output checks, validation, provenance. Units and good directions come from
 `tasks.core.metrics.METRICS`; nothing here decides what is better.
@@ -25,6 +26,8 @@ from tasks.core.metrics import METRICS, metrics_where, number
 from tasks.core.results import frame_records
 from tasks.plan.cells import Cell, rows_of
 from tasks.report.configs import configurations_section, engine_section, headline_rows
+from tasks.report.features import features_section
+from tasks.report.lifecycle import lifecycle_section
 from tasks.report.plots import Series, bar_chart, format_value, line_chart
 from tasks.report.recommend import bounds_for, efficiency, group_by_answer, ok_rows, recommend, stack_of
 from tasks.report.trend import run_suite
@@ -580,7 +583,7 @@ def render_report(published: PublishedRun) -> str:
     models = sorted({str(r["model"]) for r in headline})
     nav = "".join(f"<a href='#{h}'>{t}</a>" for h, t in (
         ("recommendation", "Recommendation"), *((f"model-{m}", m) for m in models), ("wires", "Wires"),
-        ("changes", "Changes"),
+        ("lifecycle", "Lifecycle"), ("features", "Features"), ("changes", "Changes"),
         ("cells", "Cells"), ("failures", "Failures"), ("checks", "Output checks"), ("provenance", "Provenance")))
     parts = [f"<!doctype html><html lang=en><head><meta charset='utf-8'>"
              f"<title>Serving evaluation {_esc(run['run_id'])}</title><style>{STYLE}</style></head><body>",
@@ -596,7 +599,8 @@ def render_report(published: PublishedRun) -> str:
         parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>{_model_plots(model, model_rows)}"
                      f"{_model_table(model, model_rows)}</section>")
     parts += [configurations_section(rows, published.tuning), engine_section(rows), wires_section(rows),
-              _changes(published.trend, published.regressions), _planned_cells(published.plan, rows),
+              lifecycle_section(rows), features_section(rows), _changes(published.trend, published.regressions),
+              _planned_cells(published.plan, rows),
               _failures(rows), _checks(published.parity, rows), _validation(published.validation),
               _provenance(run, rows, suite), "</body></html>"]
     return "\n".join(parts)

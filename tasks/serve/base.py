@@ -3,8 +3,10 @@
 A server knows how to lay out a model for itself, how it is run (a runtime command for the process
 launcher, an image and command for the Docker launcher), its readiness, version and metrics endpoints, the
 wires it is spoken to over (`wires`: per kind of wire, json, binary or grpc, the load generator's codec and the
-port; `missing_wires`: why it has none of a kind) and where it reports its requests' time (`server_timings`).
-It does not start anything itself: launchers do.
+port; `missing_wires`: why it has none of a kind), where it reports its requests' time (`server_timings`), what it
+can do (`capabilities`: tasks/serve/capabilities.py, each with the probe of the live server that shows it) and
+what the project writes to serve a model on it (`serving_lines`: its layout and its runtime's serving code,
+tasks/serve/lines.py). It does not start anything itself: launchers do.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from tasks.core.errors import ConfigError
 from tasks.core.paths import DOCKER_DIR
 from tasks.core.results import WIRES
 from tasks.core.spec import ModelSpec
+from tasks.serve.capabilities import Capability
 from tasks.serve.knobs import Knob
+from tasks.serve.lines import LineCount, count_serving_lines
 from tasks.serve.options import ServingOptions
 
 HTTP_PROBE_TIMEOUT_S = 2.0
@@ -103,6 +107,10 @@ class Server(ABC):
     metrics_port: ClassVar[str | None] = None
     knobs: ClassVar[tuple[Knob, ...]] = ()
     metrics_path: ClassVar[str] = "/metrics"
+    # every capability of tasks/serve/capabilities.py: offered or not, how, and how the live server shows it
+    capabilities: ClassVar[dict[str, Capability]] = {}
+    serving_code: ClassVar[tuple[str, ...]] = ()  # files of the runtime folder the stack runs to serve (handler...)
+    uncounted_files: ClassVar[dict[str, str]] = {}  # layout glob -> why its lines are not counted (serve/lines.py)
 
     def __init__(self, options: ServingOptions | None = None) -> None:
         self.options = options or ServingOptions()
@@ -128,6 +136,12 @@ class Server(ABC):
         `requests`, `server_ms` and the parts, in ms summed over requests), read from what the stack reports; None
         when it reports nothing (the base). A scrape that fails raises OSError/ValueError."""
         return None
+
+    def serving_lines(self, layout: Path) -> LineCount:
+        """The lines of config and code the project wrote to serve the model: the layout `write_layout` made (before
+        `run_spec` adds to it) and the runtime's `serving_code`."""
+        return count_serving_lines(layout, tuple(self.runtime_dir / name for name in self.serving_code),
+                                   self.uncounted_files)
 
     def check_format(self, fmt: str) -> None:
         if fmt not in self.formats:

@@ -22,8 +22,9 @@ from tasks.core.errors import ServerStartError
 from tasks.core.spec import ModelSpec
 from tasks.runtimes import interrupts
 from tasks.runtimes.ports import free_ports
-from tasks.serve.base import Endpoint, Server
+from tasks.serve.base import Endpoint, RunSpec, Server
 from tasks.serve.launchers.base import Launcher, LaunchHandle
+from tasks.serve.lines import LineCount
 
 # Readiness is polled every READY_POLL_FRACTION of the time waited so far, within [MIN, MAX]: a start-up is
 # resolved to 5 % (10 ms at least). A fixed 0.1 s poll made a 0.33 s start-up read 0.33 or 0.44 s: a +30 %
@@ -38,6 +39,9 @@ RESTART_STOP_GRACE_S = 2.0
 @dataclass
 class LiveServer:
     """A started, ready server and what was learned while starting it.
+
+    `serving_lines` counts what the project wrote to serve the model (tasks/serve/lines.py), read right after
+    `write_layout`, before `run_spec` adds its launcher's files.
 
     `restart(reason)` replaces a server that died or hung with a fresh one on new ports (same layout, same
     log file): `endpoint`, `handle`, `startup_s` and `server_version` then describe the new one, `restarts`
@@ -54,6 +58,9 @@ class LiveServer:
     timeline: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of start/ready/stop
     restarts: int = 0
     launcher: Launcher | None = None  # the launcher that started it (exit code, log tail)
+    started_monotonic: float = 0.0  # time.monotonic() when the launcher was asked to start it (its start-up's start)
+    serving_lines: LineCount | None = None  # what the project wrote to serve the model (tasks/serve/lines.py)
+    run_spec: RunSpec | None = None  # how it was started (the launcher's image_bytes, ports)
     _restart: Callable[[str], None] | None = field(default=None, repr=False)
 
     def restart(self, reason: str) -> None:
@@ -88,6 +95,7 @@ def server_session(server: Server, artifact: Artifact, spec: ModelSpec, launcher
         workdir = Path(tempfile.mkdtemp(prefix=f"serving-eval-{server.name}-"))
         stack.callback(shutil.rmtree, workdir, ignore_errors=True)
         layout = server.write_layout(artifact, spec, workdir)
+        serving_lines = server.serving_lines(layout)  # before run_spec adds its own files (venv paths, backends)
         log_path = settings.log_dir / f"{settings.session_id}.log"
         timeline = timeline if timeline is not None else {}
         current: dict = {}
@@ -105,7 +113,8 @@ def server_session(server: Server, artifact: Artifact, spec: ModelSpec, launcher
             return LiveServer(server, endpoint, handle, startup_s, server.version(endpoint),
                               runtime_image=launcher.runtime_label(run_spec),
                               runtime_image_kind=launcher.runtime_kind(run_spec), timeline=timeline,
-                              launcher=launcher)
+                              launcher=launcher, started_monotonic=started, serving_lines=serving_lines,
+                              run_spec=run_spec)
 
         def stop_current() -> None:
             if "handle" in current:
@@ -125,6 +134,7 @@ def server_session(server: Server, artifact: Artifact, spec: ModelSpec, launcher
             fresh = launch(new_ports)
             record["ready"] = time.time()
             live.endpoint, live.handle, live.startup_s = fresh.endpoint, fresh.handle, fresh.startup_s
+            live.started_monotonic = fresh.started_monotonic
             live.server_version, live.restarts = fresh.server_version, live.restarts + 1
 
         ports = ports or free_ports(server.port_names)

@@ -39,6 +39,25 @@ def results_expectations(expected_rows: int) -> list:
     exps += [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in KEY_COLUMNS]
     exps += [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=hi, column_B=lo, or_equal=True, **ok)
              for lo, hi in zip(LATENCY_ORDER, LATENCY_ORDER[1:], strict=False)]
+    exps += lifecycle_expectations(ok)
+    return exps
+
+
+def lifecycle_expectations(ok: dict) -> list:
+    """How a server lives (schema 1.6): every measured row has its first correct answer and its capabilities; the
+    figures are in their ranges and orders where they were read (a memory the launcher could not read is null)."""
+    import great_expectations.expectations as gxe
+
+    either = {"ignore_row_if": "either_value_is_missing"}
+    exps = [gxe.ExpectColumnValuesToNotBeNull(column=c, **ok) for c in ("first_correct_s", "capabilities")]
+    exps += [gxe.ExpectColumnValuesToBeBetween(column=c, min_value=0, strict_min=True)
+             for c in ("idle_rss_mb", "session_rss_peak_mb", "runtime_size_mb")]
+    exps += [gxe.ExpectColumnValuesToBeBetween(column=c, min_value=1) for c in ("server_processes", "server_threads")]
+    exps += [gxe.ExpectColumnValuesToBeBetween(column=c, min_value=0)
+             for c in ("capability_findings", "config_lines", "code_lines")]
+    exps += [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=hi, column_B=lo, or_equal=True, **either, **ok)
+             for hi, lo in (("first_correct_s", "startup_s"), ("session_rss_peak_mb", "idle_rss_mb"),
+                            ("session_rss_peak_mb", "server_rss_mb"), ("server_threads", "server_processes"))]
     return exps
 
 

@@ -43,6 +43,17 @@ class LaunchHandle:
         return cls(**{**data, **tuples})
 
 
+@dataclass(frozen=True)
+class RuntimeSize:
+    """The size of what a server ran from (its container image, or its runtime venv), or None and why not."""
+
+    size_bytes: int | None
+    what: str  # what was measured ("image serving-eval/custom:... on the engine"), or why nothing was
+
+    def to_dict(self) -> dict:
+        return {"size_bytes": self.size_bytes, "what": self.what}
+
+
 def handles_dir(run_id: str | None = None) -> Path:
     """Where live handles are recorded, so a crashed run's servers can be swept later."""
     root = cache_root() / "handles"
@@ -113,6 +124,10 @@ class Launcher(ABC):
     def runtime_kind(self, spec: RunSpec) -> str:
         """The results' `runtime_image_kind`: official | project (images) | venv."""
         return "venv"
+
+    def runtime_size(self, spec: RunSpec) -> RuntimeSize:
+        """How large what ran the server is (an image on the engine, a venv on disk), or why it is not known."""
+        return RuntimeSize(None, f"launcher {self.name} does not report the size of what it runs")
 
     @abstractmethod
     def exit_code(self, handle: LaunchHandle) -> int | None:

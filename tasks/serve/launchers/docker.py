@@ -34,6 +34,7 @@ from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import (
     Launcher,
     LaunchHandle,
+    RuntimeSize,
     forget_handle,
     owner_alive,
     record_handle,
@@ -180,6 +181,19 @@ class DockerLauncher(Launcher):
 
     def runtime_kind(self, spec: RunSpec) -> str:
         return self._image(spec).kind
+
+    def runtime_size(self, spec: RunSpec) -> RuntimeSize:
+        """The image's size as the engine reports it (`docker image inspect`'s Size: every layer, uncompressed)."""
+        from docker.errors import DockerException
+
+        try:
+            image = self._image(spec)
+            size = self.client.images.get(image.ref).attrs.get("Size")
+        except (DockerException, LauncherUnavailable, OSError) as exc:
+            return RuntimeSize(None, f"the engine did not report image {spec.image}'s size ({exc})")
+        if not isinstance(size, int):
+            return RuntimeSize(None, f"the engine reported no size for image {image.ref}")
+        return RuntimeSize(size, f"image {image.label} on the engine")
 
     def start(self, spec: RunSpec, *, run_id: str, cell_id: str, workdir: Path, log_path: Path,
               cpus: tuple[int, ...] = (), memory: str | None = None) -> LaunchHandle:

@@ -21,7 +21,7 @@ from tasks.core.errors import ConfigError
 from tasks.runtimes.proctree import create_time_of, is_running, terminate_tree
 from tasks.runtimes.venvs import RuntimeEnv, ensure_runtime, runtime_env_vars
 from tasks.serve.base import RunSpec
-from tasks.serve.launchers.base import Launcher, LaunchHandle, forget_handle, record_handle
+from tasks.serve.launchers.base import Launcher, LaunchHandle, RuntimeSize, forget_handle, record_handle
 
 # Servers this process started, by PID: holding the Popen keeps the subprocess module from reaping the server
 # behind our back (it reaps dropped Popens on the next Popen()), which would lose the exit code of a crash.
@@ -79,6 +79,15 @@ class ProcessLauncher(Launcher):
     def runtime_label(self, spec: RunSpec) -> str:
         return f"venv:{spec.runtime}@{runtime_of(spec).requirements_sha256[:12]}"
 
+    def runtime_size(self, spec: RunSpec) -> RuntimeSize:
+        """The runtime venv's size on disk (its files' bytes; a venv is never changed once built, so the sum is kept
+        beside it after the first walk)."""
+        env = runtime_of(spec)
+        try:
+            return RuntimeSize(venv_size_bytes(env.venv_dir), f"venv {env.venv_dir.name} on disk")
+        except OSError as exc:
+            return RuntimeSize(None, f"the venv's size could not be read ({exc})")
+
     def exit_code(self, handle: LaunchHandle) -> int | None:
         child = _CHILDREN.get(handle.pid)
         if child is not None:  # ours and not yet reaped by anyone else, so the PID cannot have been reused
@@ -102,6 +111,31 @@ class ProcessLauncher(Launcher):
         if child is not None:
             child.poll()
         forget_handle(handle)
+
+
+def venv_size_bytes(venv_dir: Path) -> int:
+    """The bytes of every file under `venv_dir` (links not followed), read once per build of it and kept in
+    `<venv>.size` with the folder's modification time (a venv rebuilt in place is walked again)."""
+    cached = venv_dir.with_name(venv_dir.name + ".size")
+    stamp = str(venv_dir.stat().st_mtime_ns)
+    try:
+        kept_stamp, kept = cached.read_text().split()
+        if kept_stamp == stamp:
+            return int(kept)
+    except (OSError, ValueError):
+        pass
+    total = 0
+    for folder, _, names in os.walk(venv_dir):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue
+    try:
+        cached.write_text(f"{stamp} {total}")
+    except OSError:
+        pass  # a read-only cache: walked again next time
+    return total
 
 
 def _is_ours(handle: LaunchHandle) -> bool:

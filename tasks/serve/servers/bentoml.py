@@ -29,6 +29,7 @@ from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import project_image
 from tasks.runtimes.venvs import ensure_runtime
 from tasks.serve.base import Endpoint, RunSpec, Server, Wire, link_or_copy
+from tasks.serve.capabilities import Capability, Probe
 from tasks.serve.knobs import WITH_BATCHING, Knob
 from tasks.serve.prometheus import samples, scrape, total
 
@@ -136,6 +137,23 @@ class BentoMLServer(Server):
         Knob("max_latency_ms", (100, 1000), "adaptive batching: max_latency_ms, its dispatcher's latency budget",
              requires=WITH_BATCHING),
     )
+    capabilities = {
+        "dynamic_batching": Capability(True, "adaptive batching of a batchable API (knob dynamic_batching); a serving "
+                                             "option, not probed"),
+        "multi_model": Capability(True, "a service may load several models, and services compose "
+                                        "(bentoml.depends); the generated service holds one"),
+        "model_versions": Capability(True, "its model store tags models name:version; the generated service loads "
+                                           "the file directly, so not probed"),
+        "metrics": Capability(True, "Prometheus text at /metrics", Probe("prometheus", path="/metrics")),
+        "health_readiness": Capability(True, "/livez and /readyz", Probe("ready")),
+        "grpc": Capability(False, "HTTP only for @bentoml.service classes in 1.4"),
+        "binary_tensors": Capability(False, "tensors travel as JSON over HTTP"),
+        "kserve_v2": Capability(False, "its own HTTP API (one route per API method)"),
+        "hot_reload": Capability(False, "`bentoml serve --reload` restarts the workers on code changes, for "
+                                        "development; models are not swapped in a running server"),
+        "ensembles": Capability(True, "services call services (bentoml.depends): a graph of models; not probed, the "
+                                      "generated service is one"),
+    }
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
         self.check_format(artifact.format)

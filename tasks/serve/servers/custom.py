@@ -17,6 +17,7 @@ from tasks.convert import Artifact
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import project_image
 from tasks.serve.base import Endpoint, RunSpec, Server, Wire, link_or_copy
+from tasks.serve.capabilities import Capability, Probe
 from tasks.serve.knobs import Knob
 from tasks.serve.prometheus import samples, scrape, total
 
@@ -39,6 +40,21 @@ class CustomServer(Server):
         Knob("instances", (1, 2), "uvicorn worker processes, each with the model"),
         Knob("threads", (1, 2), "the engine's intra-op threads in each worker"),
     )
+    capabilities = {
+        "dynamic_batching": Capability(False, "not written: each request runs the engine on its own"),
+        "multi_model": Capability(False, "one model per service"),
+        "model_versions": Capability(False, "one model file, no versions"),
+        "metrics": Capability(True, "its own request timings as Prometheus text at /metrics",
+                              Probe("prometheus", path="/metrics")),
+        "health_readiness": Capability(True, "/v2/health/live, /v2/health/ready and the model's ready route",
+                                       Probe("ready")),
+        "grpc": Capability(False, "REST only (a FastAPI app)"),
+        "binary_tensors": Capability(True, "the KServe v2 binary tensor data extension", Probe("wire", wire="binary")),
+        "kserve_v2": Capability(True, "KServe v2 REST: server and model metadata, infer", Probe("kserve_v2")),
+        "hot_reload": Capability(False, "the model is loaded when a worker starts"),
+        "ensembles": Capability(False, "one model per service"),
+    }
+    serving_code = (APP,)
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
         self.check_format(artifact.format)

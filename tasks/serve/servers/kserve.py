@@ -23,6 +23,7 @@ from tasks.convert import Artifact
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import project_image
 from tasks.serve.base import Endpoint, RunSpec, Server, Wire, link_or_copy
+from tasks.serve.capabilities import Capability, Probe
 from tasks.serve.knobs import Knob
 from tasks.serve.prometheus import scrape, total
 
@@ -49,6 +50,27 @@ class KServeServer(Server):
     # KServe's own multi-worker mode pickles the registered model into spawned processes (an ONNX Runtime or
     # TorchScript session does not pickle) and binds every interface, so its knob is the engine's threads.
     knobs = (Knob("threads", (1, 2, 4), "the engine's intra-op threads (one process)"),)
+    capabilities = {
+        "dynamic_batching": Capability(False, "no server-side batching for a custom model in a ModelServer (an "
+                                              "InferenceService's batcher is a sidecar on Kubernetes)"),
+        "multi_model": Capability(True, "one ModelServer serves a list of models (v1 lists them)",
+                                  Probe("http", path="/v1/models", expect='"{model}"')),
+        "model_versions": Capability(False, "one version per model in a ModelServer; versions are InferenceService "
+                                            "revisions (canary rollouts) on Kubernetes"),
+        "metrics": Capability(True, "Prometheus text at /metrics on its REST port",
+                              Probe("prometheus", path="/metrics")),
+        "health_readiness": Capability(True, "/v2/health/live, /v2/health/ready and the model's ready route",
+                                       Probe("ready")),
+        "grpc": Capability(True, "KServe v2 gRPC (GRPCInferenceService)",
+                           Probe("grpc", port="grpc", method="/inference.GRPCInferenceService/ServerReady")),
+        "binary_tensors": Capability(True, "the KServe v2 binary tensor data extension", Probe("wire", wire="binary")),
+        "kserve_v2": Capability(True, "KServe v2 REST and gRPC (and v1 REST)", Probe("kserve_v2")),
+        "hot_reload": Capability(False, "the model is registered when the server starts; loading another needs a "
+                                        "model repository written for it (or a new revision on Kubernetes)"),
+        "ensembles": Capability(True, "InferenceGraph chains InferenceServices on Kubernetes; not probed here"),
+    }
+    serving_code = (ENTRY,)
+    uncounted_files = {MANIFEST: "the InferenceService manifest for Kubernetes: not read by the server that runs here"}
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
         self.check_format(artifact.format)

@@ -28,6 +28,7 @@ from tasks.core.errors import ConfigError
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import official_unavailable_reason
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, Wire
+from tasks.serve.capabilities import Capability, Probe
 from tasks.serve.knobs import WITH_BATCHING, Knob
 from tasks.serve.prometheus import samples, scrape, total
 
@@ -102,6 +103,26 @@ class TFServingServer(Server):
         Knob("batch_delay_us", (1000, 5000), "batching parameters: batch_timeout_micros", requires=WITH_BATCHING),
         Knob("instances", (1, 2), "batching parameters: num_batch_threads", requires=WITH_BATCHING),
     )
+    capabilities = {
+        "dynamic_batching": Capability(True, "--enable_batching with a batching parameters file (knob "
+                                             "dynamic_batching); a serving option, not probed"),
+        "multi_model": Capability(True, "a model_config_list of any number of models"),
+        "model_versions": Capability(True, "numbered version folders under each model's base path, with a "
+                                           "version policy", Probe("http", path=f"/v1/models/{{model}}/versions/"
+                                                                           f"{MODEL_VERSION}", expect="AVAILABLE")),
+        "metrics": Capability(True, "Prometheus text at the monitoring path on its REST port (monitoring.config)",
+                              Probe("prometheus", path=METRICS_PATH)),
+        "health_readiness": Capability(True, "the model status route: a version AVAILABLE", Probe("ready")),
+        "grpc": Capability(True, "PredictionService and ModelService over gRPC", Probe("wire", wire="grpc")),
+        "binary_tensors": Capability(False, "REST carries tensors as JSON; its binary path is gRPC"),
+        "kserve_v2": Capability(False, "its own REST (v1) and gRPC APIs"),
+        "hot_reload": Capability(True, "new version folders are loaded as they appear (file system polling), and the "
+                                       "model config can be reloaded (--model_config_file_poll_wait_seconds); not "
+                                       "probed"),
+        "ensembles": Capability(False, "one SavedModel per model; a graph of models is built into the SavedModel"),
+    }
+    uncounted_files = {MODELS_HOST_CONFIG: "the model list with host paths, for a local binary: the container reads "
+                                           "models.config"}
 
     @property
     def image(self) -> str:

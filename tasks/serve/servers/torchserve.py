@@ -42,6 +42,7 @@ from tasks.core.spec import ModelSpec
 from tasks.runtimes.images import official_unavailable_reason, project_image
 from tasks.runtimes.venvs import ensure_runtime, runtime_env_vars
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, Wire
+from tasks.serve.capabilities import Capability, Probe
 from tasks.serve.knobs import WITH_BATCHING, Knob
 from tasks.serve.prometheus import samples, scrape, total
 
@@ -87,6 +88,33 @@ class TorchServeServer(Server):
         Knob("max_batch_size", (8, 32), "batchSize of the model's registration, with batching", requires=WITH_BATCHING),
         Knob("batch_delay_us", (1000, 5000), "maxBatchDelay (rounded up to ms), with batching", requires=WITH_BATCHING),
     )
+    capabilities = {
+        "dynamic_batching": Capability(True, "batchSize and maxBatchDelay of the model's registration (knob "
+                                             "dynamic_batching); a serving option, not probed"),
+        "multi_model": Capability(True, "a model store of any number of .mar archives, listed by the management API",
+                                  Probe("http", port="management", path="/models", expect='"{model}"')),
+        "model_versions": Capability(True, "each registration has a version, one of them the default",
+                                     Probe("http", port="management", path=f"/models/{{model}}/{MODEL_VERSION}",
+                                           expect=f'"{MODEL_VERSION}"')),
+        "metrics": Capability(True, "Prometheus text on its metrics port (metrics_mode=prometheus)",
+                              Probe("prometheus", port="metrics", path="/metrics")),
+        "health_readiness": Capability(True, "/ping for health; readiness from the management API (the model's "
+                                             "workers READY)", Probe("ready")),
+        "grpc": Capability(True, "its gRPC inference and management APIs",
+                           Probe("grpc", port="grpc_inference",
+                                 method="/org.pytorch.serve.grpc.inference.InferenceAPIsService/Ping")),
+        "binary_tensors": Capability(True, "raw bytes bodies (application/octet-stream) read by the handler",
+                                     Probe("wire", wire="binary")),
+        "kserve_v2": Capability(False, "its own REST and gRPC APIs; the KServe v2 envelope (service_envelope=kservev2) "
+                                       "serves TorchServe behind KServe's wrapper, not configured here"),
+        "hot_reload": Capability(True, "the management API registers, scales and unregisters models while it runs",
+                                 Probe("http", port="management", path="/", method="OPTIONS", expect="registerModel")),
+        "ensembles": Capability(True, "workflows: a DAG of models in a .war archive, through the workflow API",
+                                Probe("http", port="management", path="/workflows")),
+    }
+    serving_code = (HANDLER,)
+    uncounted_files = {"model_store/*.mar!MAR-INF/*": "written by torch-model-archiver, not by the project",
+                       "java-tmp/*": "the JVM's scratch folder"}
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
         self.check_format(artifact.format)

@@ -57,6 +57,7 @@ from tasks.core.spec import ModelSpec, TensorSpec
 from tasks.runtimes.images import official_unavailable_reason, project_image
 from tasks.runtimes.venvs import RuntimeEnv, ensure_runtime
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, Wire, link_or_copy
+from tasks.serve.capabilities import Capability, Probe
 from tasks.serve.knobs import WITH_BATCHING, Knob
 from tasks.serve.prometheus import samples, total
 
@@ -152,6 +153,38 @@ class TritonServer(Server):
              requires=WITH_BATCHING),
         Knob("preferred_batch_sizes", ((), (4, 8)), "dynamic batching: preferred_batch_size", requires=WITH_BATCHING),
     )
+    capabilities = {
+        "dynamic_batching": Capability(True, "the dynamic_batching block of config.pbtxt (knob dynamic_batching); a "
+                                             "serving option, not probed: the cells run with it on show it"),
+        "multi_model": Capability(True, "one model repository holds any number of models (repository extension)",
+                                  Probe("http", path="/v2/repository/index", method="POST", expect='"{model}"')),
+        "model_versions": Capability(True, "numbered version folders under each model, with a version_policy",
+                                     Probe("http", path=f"/v2/models/{{model}}/versions/{MODEL_VERSION}")),
+        "metrics": Capability(True, "Prometheus text on its metrics port", Probe("prometheus", port="metrics",
+                                                                                  path="/metrics")),
+        "health_readiness": Capability(True, "/v2/health/live and /v2/health/ready (strict: every model READY)",
+                                       Probe("ready")),
+        "grpc": Capability(True, "KServe v2 gRPC (GRPCInferenceService)",
+                           Probe("grpc", port="grpc", method="/inference.GRPCInferenceService/ServerReady")),
+        "binary_tensors": Capability(True, "the KServe v2 binary tensor data extension",
+                                     Probe("wire", wire="binary")),
+        "kserve_v2": Capability(True, "KServe v2 REST and gRPC, its native protocol", Probe("kserve_v2")),
+        "hot_reload": Capability(True, "--model-control-mode=poll or explicit loads and unloads models without a "
+                                       "restart; not probed: the sessions run with the default mode (none)"),
+        "ensembles": Capability(True, "ensemble models and business logic scripting (BLS) in the repository; not "
+                                      "probed: the layout holds one model"),
+    }
+    serving_code = (PYTHON_MODEL,)
+
+    @property
+    def uncounted_files(self) -> dict[str, str]:  # type: ignore[override]
+        """The repository this deployment does not serve: native/ for the python backend (process launcher, project
+        image), python/ (and the backend's model code) for NVIDIA's image."""
+        if self.options.images == "official":
+            return {f"{PYTHON_DIR}/*": "the python-backend repository serves the process launcher and the project "
+                                       "image, not NVIDIA's image that runs here", "runtime:*": "the same"}
+        return {f"{NATIVE_DIR}/*": "the native repository serves NVIDIA's image (images=official), not the python "
+                                   "backend that runs here: another deployment of the same model"}
 
     def config_text(self, spec: ModelSpec, fmt: str, *, python_backend: bool = False) -> str:
         """config.pbtxt of the native repository, or of the python-backend repository."""
