@@ -13,14 +13,16 @@ overhead; `heavy`: the MLP at hidden 2048, where it is mostly compute):
   CPU per request);
 - `--equal` changed-but-equal nights: the base model against the same architecture re-exported with another
   seed (another file, another SHA-256, the same compute), one duet each, judged as the pipeline judges
-  (tasks/regress/duet.py, DEFAULT_PASS_THROUGH or the stack's measured pass-through: run `analyse` twice);
+  (tasks/regress/duet.py, with the pass-through PASS_THROUGH holds for the stack when recorded);
 - `--steps` duets of the base against each step's model (first-night detection).
 Every duet is the pipeline's own (tasks/measure/duet.py with the run's pair rule), on the process launcher, at
 concurrency 2, with the run's default thresholds; the noise floor is the default (no A/A here).
 
-`analyse` prints per stack and model: the steps' real sizes, the duet's pass-through (duet change / real change,
-per metric family), the false-alarm rate of the equal nights, the detection rates of the steps, and the minutes
-of measuring a duet costs; then the whole suite's rates (a night of the suite alarms when any of its cells does).
+`analyse` prints per stack and model: the steps' real sizes and what the duets saw of them, the false-alarm rate of
+the equal nights and the detection rates of the steps, and the time a duet costs; each stack's pass-through (duet
+change / real change); the rates judged as recorded and again at each stack's own measured pass-through (the
+PASS_THROUGH to put in tasks/regress/duet.py); then the whole suite's rates both ways (a night of the suite alarms
+when any of its cells does).
 Figures, not pass/fail.
 """
 
@@ -55,6 +57,7 @@ outputs:
 parity: {{atol: 1.0e-4, rtol: 1.0e-3, batch_sizes: [1, 4]}}
 """
 CONCURRENCY = 2
+SOLO_METRICS = ("throughput_rps", "server_cpu_us_per_request")  # what a solo session measures
 
 
 def _variant(folder: Path, fmt: str, model: str, hidden: int, seed: int):
@@ -164,49 +167,113 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def _alarm(duet: dict) -> bool:
-    return any(j["verdict"] == "regression" for j in duet["judged"])
+def _alarm(judged: list[dict]) -> bool:
+    return any(j["verdict"] == "regression" for j in judged)
+
+
+def _rejudge(duet: dict, thresholds) -> list[dict]:
+    """The duet's pairs judged again under other thresholds (as the pipeline judges a night of one changed cell:
+    Bonferroni over its metrics). The pairs stay those the recording's stopping rule measured."""
+    from tasks.regress.duet import DUET_METRICS, judge_pairs
+
+    return judge_pairs(duet["pairs"], thresholds, len(DUET_METRICS)) if len(duet["pairs"]) >= 2 else []
+
+
+def _thresholds(share: float):
+    from tasks.core.metrics import METRICS
+    from tasks.regress.duet import DEFAULT_NOISE_FLOOR, DUET_METRICS, NOISE_FLOOR, DuetThresholds
+
+    return DuetThresholds({m: METRICS[m].min_effect * share for m in DUET_METRICS},
+                          {m: NOISE_FLOOR.get(m, DEFAULT_NOISE_FLOOR) for m in DUET_METRICS},
+                          source={"pass_through": share, "measured": True})
+
+
+def _seen(duets: list[dict], metric: str) -> float:
+    """The median change the duets saw in `metric`, in percent (their recorded judgement's mean ratio)."""
+    return _median([next(j["change_pct"] for j in d["judged"] if j["metric"] == metric)
+                    for d in duets if d["judged"]])
+
+
+def _steps(entry: dict) -> dict[str, dict]:
+    """Each step's real change (solo medians against the base's) and what its duets saw, per metric, in percent."""
+    base = {m: _median([x[m] for x in entry["solo"]["base"]]) for m in SOLO_METRICS}
+    out = {}
+    for name, duets in entry["steps"].items():
+        real = {m: 100 * (_median([x[m] for x in entry["solo"][name]]) / base[m] - 1) for m in SOLO_METRICS}
+        out[name] = {"real": real, "seen": {m: _seen(duets, m) for m in SOLO_METRICS}}
+    return out
+
+
+def stack_pass_through(data: dict) -> dict[tuple[str, str], float]:
+    """(server, format) -> the share of a real step its duets saw: the median over its models, steps and the two
+    metrics whose real size the solo sessions establish (throughput, CPU per request), within 0.2-1.0."""
+    shares: dict[tuple[str, str], list[float]] = {}
+    for key, entry in data["stacks"].items():
+        server, fmt, _model = key.split("/")
+        for step in _steps(entry).values():
+            for m in SOLO_METRICS:
+                if step["real"][m]:
+                    ratio = step["seen"][m] / step["real"][m]
+                    if ratio == ratio and ratio > 0:
+                        shares.setdefault((server, fmt), []).append(ratio)
+    return {stack: min(1.0, max(0.2, _median(values))) for stack, values in shares.items()}
 
 
 def analyse(args: argparse.Namespace) -> int:
+    """Per cell the real steps, the pass-through, the rates as recorded (the default pass-through's thresholds) and
+    re-judged at the stack's own measured pass-through (what PASS_THROUGH in tasks/regress/duet.py then holds),
+    and the whole suite's rates both ways."""
+    from tasks.regress.duet import DEFAULT_PASS_THROUGH
+
     data = json.loads(Path(args.data).read_text())
-    print(f"duets at concurrency {CONCURRENCY}, {data['settings']['duration_s']:g} s per pair; "
-          "real step = change of the median of the solo sessions")
-    suite_equal: list[list[bool]] = []
-    suite_found: dict[str, list[list[bool]]] = {}
+    s = data["settings"]
+    print(f"duets at concurrency {CONCURRENCY}, {s['duration_s']:g} s per pair; real step = change of the median of "
+          f"{s['solo']} solo sessions; {s['equal']} changed-but-equal nights and {s['steps']} trials per step a cell")
+    shares = stack_pass_through(data)
+    ways = ("recorded", "measured")  # thresholds: the default pass-through, the stack's own
+    suite_equal: dict[str, list[list[bool]]] = {w: [] for w in ways}
+    suite_found: dict[str, dict[str, list[list[bool]]]] = {w: {} for w in ways}
     for key, entry in data["stacks"].items():
-        base_tp = _median([s["throughput_rps"] for s in entry["solo"]["base"]])
-        base_cpu = _median([s["server_cpu_us_per_request"] for s in entry["solo"]["base"]])
-        equal = [_alarm(d) for d in entry["equal"] if not d["error"]]
-        suite_equal.append(equal)
+        server, fmt, _model = key.split("/")
+        share = shares.get((server, fmt), DEFAULT_PASS_THROUGH)
+        base = {m: _median([x[m] for x in entry["solo"]["base"]]) for m in SOLO_METRICS}
         every = entry["equal"] + sum(entry["steps"].values(), [])
-        seconds = _median([d["seconds"] for d in every])
         failed = [d["error"] for d in every if d["error"]]
-        print(f"\n{key}: base {base_tp:.0f} req/s, {base_cpu:.0f} us CPU/request; equal nights: "
-              f"{sum(equal)}/{len(equal)} alarmed; a duet {seconds:.0f} s"
+        print(f"\n{key}: base {base['throughput_rps']:.0f} req/s, {base['server_cpu_us_per_request']:.0f} us "
+              f"CPU/request; a duet {_median([d['seconds'] for d in every]):.0f} s, "
+              f"{_median([len(d['pairs']) for d in every]):g} pairs (median)"
               + (f"; {len(failed)} duets failed (first: {failed[0][:300]})" if failed else ""))
-        for name, duets in entry["steps"].items():
-            tp = _median([s["throughput_rps"] for s in entry["solo"][name]])
-            cpu = _median([s["server_cpu_us_per_request"] for s in entry["solo"][name]])
-            real_tp, real_cpu = 100 * (tp / base_tp - 1), 100 * (cpu / base_cpu - 1)
-            found = [_alarm(d) for d in duets if not d["error"]]
-            suite_found.setdefault(name, []).append(found)
-            through = {}
-            for metric, real in (("throughput_rps", real_tp), ("server_cpu_us_per_request", real_cpu)):
-                seen = _median([next(j["change_pct"] for j in d["judged"] if j["metric"] == metric)
-                                for d in duets if d["judged"]])
-                through[metric] = seen / real if real else float("nan")
-            print(f"  step {name}: real {real_tp:+.1f} % throughput, {real_cpu:+.1f} % CPU/request; found on its "
-                  f"first night {sum(found)}/{len(found)}; pass-through throughput {through['throughput_rps']:.2f}, "
-                  f"CPU {through['server_cpu_us_per_request']:.2f}")
-    nights = min((len(e) for e in suite_equal), default=0)
-    alarmed = sum(any(e[i] for e in suite_equal) for i in range(nights))
-    print(f"\nthe whole suite ({len(suite_equal)} cells): {alarmed}/{nights} changed-but-equal nights alarmed "
-          "(goal: at most 1 in 20)")
-    for name, per_cell in suite_found.items():
-        trials = sum(len(f) for f in per_cell)
-        print(f"  step {name}: found on its first night in {sum(sum(f) for f in per_cell)}/{trials} trials "
-              f"(goal: {'90' if name == '10pct' else '80'} %)")
+        for name, step in _steps(entry).items():
+            real, seen = step["real"], step["seen"]
+            print(f"  step {name}: real {real['throughput_rps']:+.1f} % throughput, "
+                  f"{real['server_cpu_us_per_request']:+.1f} % CPU/request; the duets saw "
+                  f"{seen['throughput_rps']:+.1f} % and {seen['server_cpu_us_per_request']:+.1f} %")
+        for way, thresholds in (("recorded", None), ("measured", _thresholds(share))):
+            def judged(d: dict, thresholds=thresholds) -> list[dict]:
+                return d["judged"] if thresholds is None else _rejudge(d, thresholds)
+
+            equal = [_alarm(judged(d)) for d in entry["equal"] if not d["error"]]
+            suite_equal[way].append(equal)
+            found_text = []
+            for name, duets in entry["steps"].items():
+                found = [_alarm(judged(d)) for d in duets if not d["error"]]
+                suite_found[way].setdefault(name, []).append(found)
+                found_text.append(f"step {name} found {sum(found)}/{len(found)}")
+            label = (f"the default pass-through {DEFAULT_PASS_THROUGH:g}" if way == "recorded"
+                     else f"the stack's own pass-through {share:.2f}")
+            print(f"  judged at {label}: equal nights alarmed {sum(equal)}/{len(equal)}; " + "; ".join(found_text))
+    for way in ways:
+        nights = min((len(e) for e in suite_equal[way]), default=0)
+        alarmed = sum(any(e[i] for e in suite_equal[way]) for i in range(nights))
+        label = "the default pass-through" if way == "recorded" else "each stack's own pass-through"
+        print(f"\nthe whole suite ({len(suite_equal[way])} cells), judged at {label}: {alarmed}/{nights} "
+              "changed-but-equal nights alarmed (goal: at most 1 in 20)")
+        for name, per_cell in suite_found[way].items():
+            trials = sum(len(f) for f in per_cell)
+            print(f"  step {name}: found on its first night in {sum(sum(f) for f in per_cell)}/{trials} trials "
+                  f"(goal: {'90' if name == '10pct' else '80'} %)")
+    print("\nPASS_THROUGH for tasks/regress/duet.py: {"
+          + ", ".join(f"{k!r}: {v:.2f}" for k, v in sorted(shares.items())) + "}")
     return 0
 
 
