@@ -13,7 +13,7 @@ from typing import Any
 
 from tasks.core.metrics import METRICS
 
-SCHEMA_VERSION = "1.6"  # what each version changed: SCHEMA_CHANGES
+SCHEMA_VERSION = "1.7"  # what each version changed: SCHEMA_CHANGES
 # `contended` (1.5): the point ran cleanly but other work took the host's CPU while it ran, twice (docs/measuring.md)
 STATUSES = ("ok", "contended", "failed", "skipped")
 CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id", "protocol")
@@ -220,6 +220,22 @@ CONTRACT: tuple[Column, ...] = (
         _metric("startup_s", "from the server's start to its first ready answer"),
     ),
     *_columns(
+        "Cost",
+        _metric("server_core_s_per_1k", "the server's CPU-core-seconds per 1,000 inferences (an inference is one "
+                                        "sample): server_cpu_us_per_request / batch_size / 1,000 "
+                                        "(tasks/core/cost.py)", since="1.7"),
+        _metric("gpu_s_per_1k", "on a GPU, GPU-seconds per 1,000 inferences: the GPU is held whole while it serves, "
+                                "1,000 / throughput_sps; null on a CPU", since="1.7"),
+        _col("price_per_core_hour", FLOAT, "the price of a CPU core-hour the run was given (Param "
+                                           "`price_per_core_hour`), or null: no money shown", "price / core-hour",
+             since="1.7"),
+        _col("price_per_gpu_hour", FLOAT, "the price of a GPU-hour the run was given (Param `price_per_gpu_hour`), "
+                                          "or null", "price / GPU-hour", since="1.7"),
+        _metric("price_per_million", "the price of 1,000,000 inferences at this point: its core-hours times "
+                                     "price_per_core_hour, plus on a GPU its GPU-hours times price_per_gpu_hour; null "
+                                     "unless every resource the row used has a price", since="1.7"),
+    ),
+    *_columns(
         "Host state",
         _metric("neighbour_cpu_pct", "CPU time of other work during the load point (everything but the server, the "
                                      "load generator and the measuring process; the hypervisor's steal included), "
@@ -333,6 +349,8 @@ SCHEMA_CHANGES = {
            "`server_processes`, `server_threads`, `runtime_size_mb`) and what it can do and takes to serve "
            "(`capabilities` declared and probed, `capability_findings`, `config_lines`, `code_lines`, "
            "`serving_files`), each per server life on every row it measured",
+    "1.7": "what serving costs: `server_core_s_per_1k`, `gpu_s_per_1k`, and with the run's prices "
+           "(`price_per_core_hour`, `price_per_gpu_hour`) `price_per_million`",
 }
 
 

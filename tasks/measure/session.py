@@ -8,10 +8,11 @@ server lacks the wire) is a `skipped` row with the plan's reason, and a session 
 server that dies or hangs is restarted once and the remaining points run on the new one. A failure in one cell
 never loses the cells already measured.
 
-Each row also carries the payload bytes of its requests and responses and, where the stack reports it, where a
-request's time went (`Server.server_timings`, scraped at both ends of the measured window: queue, decode,
-infer, encode, the server's total, and the rest of the client's latency outside it) with `breakdown_source`
-saying what was read, or that nothing was.
+Each row also carries what it cost (tasks/core/cost.py: CPU-core-seconds, GPU-seconds per 1,000 inferences and,
+with the run's prices, the price of a million), the payload bytes of its requests and responses and, where the
+stack reports it, where a request's time went (`Server.server_timings`, scraped at both ends of the measured
+window: queue, decode, infer, encode, the server's total, and the rest of the client's latency outside it) with
+`breakdown_source` saying what was read, or that nothing was.
 
 Each server life is also profiled (tasks/measure/lifecycle.py): its served-output check is sent first, once it is
 ready (the time to its first correct answer), then its idle size is read, what it runs from is sized and its
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tasks.convert import Artifact, local_artifact
+from tasks.core.cost import cost_fields
 from tasks.core.errors import ConfigError, ServingEvalError
 from tasks.core.metadata import collect_host_metadata, host_name
 from tasks.core.paths import run_dir
@@ -166,8 +168,10 @@ def measure_session(session: Session, conversions: list[dict], run: dict, config
         for row in out["rows"]:
             speed = speeds.get(row.get("batch_size"))
             row["engine_inprocess_rps"] = speed["rps"] if speed else None
+    prices = config.prices()
     for row in out["rows"]:
         row.update(budget.row_fields(config.launcher), role=session.role)
+        row.update(cost_fields(row, prices))
     return out
 
 

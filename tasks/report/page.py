@@ -29,7 +29,15 @@ from tasks.report.configs import configurations_section, engine_section, headlin
 from tasks.report.features import features_section
 from tasks.report.lifecycle import lifecycle_section
 from tasks.report.plots import Series, bar_chart, format_value, line_chart
-from tasks.report.recommend import bounds_for, efficiency, group_by_answer, ok_rows, recommend, stack_of
+from tasks.report.recommend import (
+    bounds_for,
+    cost_at_bound,
+    efficiency,
+    group_by_answer,
+    ok_rows,
+    recommend,
+    stack_of,
+)
 from tasks.report.trend import run_suite
 from tasks.report.wires import best_wire_rows, row_wire, wires_section
 
@@ -135,7 +143,7 @@ def _series(rows: list[dict], y_metric: str, x_metric: str | None = None) -> lis
     return out
 
 
-def _model_plots(model: str, rows: list[dict]) -> str:
+def _model_plots(model: str, rows: list[dict], p99_bound_ms: float | None = None) -> str:
     thr = f"{_label('throughput_rps')} ({_unit('throughput_rps')})"
     plots = [line_chart(f"latency-{p}", f"{model}: {_label(m)} against throughput", _series(rows, m, "throughput_rps"),
                         thr, f"{_label(m)} ({_unit(m)})")
@@ -159,7 +167,22 @@ def _model_plots(model: str, rows: list[dict]) -> str:
     if memory:
         plots.append(bar_chart("efficiency-memory", f"{model}: {_label('server_rss_mb')} at each stack's peak", memory,
                                _unit("server_rss_mb")))
+    plots.append(_cost_chart(model, rows, p99_bound_ms))
     return f"<div class=plots>{''.join(plots)}</div>"
+
+
+def _cost_chart(model: str, rows: list[dict], p99_bound_ms: float | None) -> str:
+    """What a stack costs at the bound: each stack's cheapest ok point with p99 within the run's bound (none: any
+    ok point), as the price of a million inferences where the run had prices, else core-seconds per 1,000."""
+    costs = cost_at_bound(rows, number(p99_bound_ms))
+    if not costs:
+        return ""
+    basis = costs[0]["basis"]
+    batches = len({c["batch_size"] for c in costs})
+    bars = [(c["stack"] + (f" b{c['batch_size']}" if batches > 1 else ""), c[basis]) for c in costs]
+    within = "with p99 within " + (f"{p99_bound_ms:,g} ms" if number(p99_bound_ms) is not None else "no bound")
+    return bar_chart("cost-at-bound", f"{model}: {_label(basis)}, each stack's cheapest point {within}", bars,
+                     _unit(basis))
 
 
 def _model_table(model: str, rows: list[dict]) -> str:
@@ -254,6 +277,27 @@ def _point_text(point: dict | None) -> str:
             f"{_esc(_load_text(point['mode'], point['load']))}</small>")
 
 
+def _cost_text(point: dict | None, basis: str | None) -> str:
+    """The cheapest point: its stack and wire, its cost on the record's basis, and its core-seconds per 1,000."""
+    if point is None or basis is None:
+        return "–"
+    wire = f" over {_esc(point['wire'])}" if point.get("wire") else ""
+    core = "" if basis == "server_core_s_per_1k" else f", {_fmt(point['server_core_s_per_1k'])} core-s / 1k"
+    return (f"<b>{_esc(point['stack'])}</b>{wire}<br><small>{format_value(point[basis])} {_esc(_unit(basis))}{core} "
+            f"at {_esc(_load_text(point['mode'], point['load']))}</small>")
+
+
+def _cheaper_text(record: dict) -> str:
+    """How much more the next cheapest stack costs, in % of the cheapest."""
+    if record.get("cheapest") is None:
+        return "–"
+    if record.get("cheapest_runner_up") is None:
+        return "only stack"
+    margin = record.get("cheapest_margin_pct")
+    runner = _esc(record["cheapest_runner_up"]["stack"])
+    return "–" if margin is None else f"{margin:.1f} %<br><small>than {runner}</small>"
+
+
 def _bounds_text(bounds: list[float | None]) -> str:
     """"≤ 10 ms, ≤ 50 ms and no bound": the p99 bounds one answer holds for."""
     texts = ["no bound" if b is None else f"≤ {b:,g} ms" for b in bounds]
@@ -291,23 +335,30 @@ def _recommendation(rows: list[dict], p99_bound_ms: float | None = None) -> str:
              "2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) of the windows' CV. A large margin can still be within noise: an "
              "interval comes from the point's few windows (three windows give about ±4 standard errors), so a short, "
              "unsteady or disturbed point has a wide one; a longer <code>duration_s</code> or a quieter host narrows "
-             "it.</p>"]
+             "it. <i>Cheapest</i>: the stack whose cheapest ok point within the bound costs least per inference — the "
+             "price of a million inferences where the run was given <code>price_per_core_hour</code> (and "
+             "<code>price_per_gpu_hour</code>), else the server's CPU-core-seconds per 1,000 inferences (a GPU point "
+             "then has no comparable cost); <i>costs less by</i>: how much more the next cheapest costs, in % of the "
+             "cheapest.</p>"]
     if not records:
         return "".join(parts) + "<p>No ok cell to recommend from.</p>"
     parts.append("<table class=recommendation><tr><th class=l>model</th><th>batch</th><th class=l>p99 bounds</th>"
-                 "<th class=l>best stack</th><th class=l>runner-up</th><th>margin</th><th class=l>beyond noise</th>"
+                 "<th class=l>fastest stack</th><th class=l>runner-up</th><th>margin</th><th class=l>beyond noise</th>"
+                 "<th class=l>cheapest stack</th><th>costs less by</th>"
                  "<th class=l>caveats</th></tr>")
     for r in records:
         bound = _bounds_text(r["bounds"])
         if r["best"] is None:
             parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
-                         f"<td class=l colspan=5>none of {r['stacks']} stacks meets it</td></tr>")
+                         f"<td class=l colspan=7>none of {r['stacks']} stacks meets it</td></tr>")
             continue
         margin = "only stack" if r["runner_up"] is None else (
             f"+{r['margin_pct']:.1f} %" if r["margin_pct"] is not None else "–")
         parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
                      f"<td class=l>{_point_text(r['best'])}</td><td class=l>{_point_text(r['runner_up'])}</td>"
                      f"<td>{margin}</td><td class=l>{_esc(noise_text(r))}</td>"
+                     f"<td class=l>{_cost_text(r.get('cheapest'), r.get('cost_basis'))}</td>"
+                     f"<td>{_cheaper_text(r)}</td>"
                      f"<td class=l>{_esc('; '.join(r['caveats']))}</td></tr>")
     parts.append("</table>")
     return "".join(parts)
@@ -596,7 +647,8 @@ def render_report(published: PublishedRun) -> str:
              f"<nav>{nav}</nav>", _recommendation(headline, config.get("p99_bound_ms"))]
     for model in models:
         model_rows = [r for r in headline if str(r["model"]) == model]
-        parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>{_model_plots(model, model_rows)}"
+        parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>"
+                     f"{_model_plots(model, model_rows, config.get('p99_bound_ms'))}"
                      f"{_model_table(model, model_rows)}</section>")
     parts += [configurations_section(rows, published.tuning), engine_section(rows), wires_section(rows),
               lifecycle_section(rows), features_section(rows), _changes(published.trend, published.regressions),

@@ -40,6 +40,22 @@ def results_expectations(expected_rows: int) -> list:
     exps += [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=hi, column_B=lo, or_equal=True, **ok)
              for lo, hi in zip(LATENCY_ORDER, LATENCY_ORDER[1:], strict=False)]
     exps += lifecycle_expectations(ok)
+    exps += cost_expectations()
+    return exps
+
+
+def cost_expectations() -> list:
+    """What serving costs (schema 1.7, tasks/core/cost.py): never negative; GPU-seconds only on a GPU; a price only
+    where the run was given a core-hour's price."""
+    import great_expectations.expectations as gxe
+
+    exps = [gxe.ExpectColumnValuesToBeBetween(column=c, min_value=0)
+            for c in ("server_core_s_per_1k", "gpu_s_per_1k", "price_per_million", "price_per_core_hour",
+                      "price_per_gpu_hour")]
+    exps.append(gxe.ExpectColumnValuesToBeNull(column="gpu_s_per_1k", row_condition='device=="cpu"',
+                                               condition_parser="pandas"))
+    exps.append(gxe.ExpectColumnValuesToBeNull(column="price_per_million", row_condition="price_per_core_hour.isnull()",
+                                               condition_parser="pandas"))
     return exps
 
 
