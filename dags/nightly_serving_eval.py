@@ -111,6 +111,11 @@ def _connection(conn_id: str):
         "p99_bound_ms": suite_param("number", exclusiveMinimum=0,
                               title="p99 bound of the sweeps, ms", section="Load"),
         "arrival": suite_param("string", enum=list(ARRIVALS), title="Arrivals (open loop)", section="Load"),
+        "overload": suite_param("boolean", title="Overload and recovery",
+                                description="after each stack's capacity is known (its sweep, rate search or "
+                                            "listed loads), an open-loop burst at 1.5x and at 3x it between "
+                                            "stretches at 0.5x: goodput, errors, p99 in the burst, the recovery "
+                                            "time and whether it sheds, queues or fails", section="Load"),
         "protocols": suite_param("array", minItems=1, items={"type": "string", "enum": list(PROTOCOLS)},
                            examples=list(PROTOCOLS), title="Wires",
                            description="json: REST with JSON tensors; binary: REST with binary tensors; grpc; best: "

@@ -116,3 +116,28 @@ def test_with_prices_the_report_ranks_and_draws_the_price_of_a_million():
     # custom: 0.5 core-s per 1,000 = 500 core-s per million = 0.005 at 0.036 per core-hour; triton twice that
     assert re.findall(r"data-series='([^']+)'", chart) == ["custom/onnx", "triton/onnx"]
     assert ">0.00500<" in chart and ">0.0100<" in chart
+
+
+def test_validation_refuses_cost_figures_that_cannot_be():
+    from tasks.core.results import empty_row, to_frame
+    from tasks.validate.expectations import validate_run
+
+    def row(**fields) -> dict:
+        r = empty_row()
+        r.update(run_id="r", schema_version="1.7", model="mlp", format="onnx", server="custom", launcher="process",
+                 device="cpu", batch_size=1, mode="concurrency", load=1.0, config_id="default",
+                 protocol="kserve_v2_rest", wire="json", status="failed", reason="x")
+        r.update(fields)
+        return r
+
+    def cost_failures(rows: list[dict]) -> set[str]:
+        failed = validate_run(to_frame(rows), [], len(rows))["failed_expectations"]
+        return {f.split()[-1] for f in failed if any(c in f for c in ("_per_1k", "price"))}
+
+    good = [row(server_core_s_per_1k=5.0, price_per_core_hour=0.036, price_per_million=0.05),
+            row(load=2.0, device="gpu", server_core_s_per_1k=1.0, gpu_s_per_1k=1.0)]
+    assert cost_failures(good) == set()
+    bad = [row(server_core_s_per_1k=-1.0),
+           row(load=2.0, gpu_s_per_1k=1.0),  # GPU-seconds on a CPU row
+           row(load=3.0, server_core_s_per_1k=1.0, price_per_million=0.1)]  # a price without a core-hour's price
+    assert cost_failures(bad) == {"server_core_s_per_1k", "gpu_s_per_1k", "price_per_million"}
