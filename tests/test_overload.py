@@ -199,3 +199,17 @@ def test_validation_holds_overload_rows_to_their_own_columns():
         "results: expect_column_values_to_be_null throughput_rps",
         "results: expect_column_values_to_not_be_null goodput_rps",
     }
+
+
+def test_no_regression_or_duet_is_judged_on_an_overload_row():
+    from tasks.regress.detect import detect_regressions
+    from tasks.regress.references import find_references
+
+    steady = {"run_id": "r", "model": "mlp", "format": "onnx", "server": "custom", "launcher": "process",
+              "device": "cpu", "batch_size": 1, "mode": "concurrency", "load": 4.0, "status": "ok",
+              "throughput_rps": 1000.0, "latency_ms_p50": 1.0, "latency_ms_p99": 2.0, "error_rate": 0.0,
+              "requests": 1000, "errors": 0, "hostname": "h"}
+    burst = {**steady, "mode": "overload", "load": 3.0, "throughput_rps": None, "latency_ms_p50": None,
+             "latency_ms_p99": None, "error_rate": 0.4, "requests": 3000, "errors": 1200}
+    assert detect_regressions([steady], []) and detect_regressions([burst], []) == []
+    assert [r.row["mode"] for r in find_references([steady, burst], [], {})] == ["concurrency"]
