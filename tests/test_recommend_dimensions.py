@@ -92,6 +92,8 @@ def test_the_report_opens_with_one_table_of_the_three_answers_then_the_overload_
     assert section.count("<tr><td") == 4  # every burst of every stack, the 1.5x one too
     assert "did not recover within 16 s" in section
     assert "<a href='#overload'>Overload</a>" in page
+    model_table = re.search(r"<section id='model-mlp'>.*?</section>", page, re.S).group(0)
+    assert "overload" not in model_table  # the bursts have their own section, not rows of dashes here
 
 
 def test_a_run_without_overload_keeps_the_table_as_it_was():

@@ -723,7 +723,8 @@ def render_report(published: PublishedRun) -> str:
         model_rows = [r for r in headline if str(r["model"]) == model]
         parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>"
                      f"{_model_plots(model, model_rows, config.get('p99_bound_ms'))}"
-                     f"{_model_table(model, model_rows)}</section>")
+                     f"{_model_table(model, [r for r in model_rows if r.get('mode') != OVERLOAD_MODE])}"
+                     "</section>")
     parts += [overload_section(headline), configurations_section(rows, published.tuning), engine_section(rows),
               wires_section(rows),
               lifecycle_section(rows), features_section(rows), _changes(published.trend, published.regressions),
