@@ -141,3 +141,25 @@ def test_validation_refuses_cost_figures_that_cannot_be():
            row(load=2.0, gpu_s_per_1k=1.0),  # GPU-seconds on a CPU row
            row(load=3.0, server_core_s_per_1k=1.0, price_per_million=0.1)]  # a price without a core-hour's price
     assert cost_failures(bad) == {"server_core_s_per_1k", "gpu_s_per_1k", "price_per_million"}
+
+
+def test_the_report_tables_each_stacks_cost_within_each_bound():
+    import re
+
+    from tasks.core.results import to_frame, to_parquet_bytes
+    from tasks.report.page import PublishedRun, render_report
+
+    rows = [_ok("triton", 2000.0, 40.0, 200.0, 8.0), _ok("custom", 1000.0, 30.0, 50.0, 4.0),
+            _ok("custom", 1500.0, 300.0, 60.0, 8.0)]
+    run = {"run_id": "r", "logical_date": "2026-12-02T02:00:00+00:00", "status": "complete",
+           "provenance": {"config": {"p99_bound_ms": 50.0}}}
+    files = {"results.parquet": to_parquet_bytes(to_frame(rows)), "validation.json": b'{"success": true}'}
+    table = re.search(r"<table class=cost>.*?</table>", render_report(PublishedRun.from_files(files, run)),
+                      re.S).group(0)
+    assert re.findall(r"<th>([^<]+)</th>", table) == ["≤ 10 ms", "≤ 50 ms", "≤ 200 ms", "no bound"]
+    custom = re.search(r"<tr><td class=l>custom/onnx</td>(.*?)</tr>", table).group(1)
+    # nothing within 10 ms; within 50 and 200 ms its 30 ms point (0.5 core-s); without a bound the 0.4 core-s one
+    cells = re.findall(r"<td>(.*?)</td>", custom)
+    assert cells[0] == "–"
+    assert [c.split("<br>")[0] for c in cells[1:]] == ["0.500 core-s", "0.500 core-s", "0.400 core-s"]
+    assert "/ 1M" not in table  # no prices, no money

@@ -31,7 +31,9 @@ from tasks.report.lifecycle import lifecycle_section
 from tasks.report.plots import Series, bar_chart, format_value, line_chart
 from tasks.report.recommend import (
     bounds_for,
+    cheapest_per_stack,
     cost_at_bound,
+    cost_basis,
     efficiency,
     group_by_answer,
     ok_rows,
@@ -183,6 +185,41 @@ def _cost_chart(model: str, rows: list[dict], p99_bound_ms: float | None) -> str
     within = "with p99 within " + (f"{p99_bound_ms:,g} ms" if number(p99_bound_ms) is not None else "no bound")
     return bar_chart("cost-at-bound", f"{model}: {_label(basis)}, each stack's cheapest point {within}", bars,
                      _unit(basis))
+
+
+def cost_table(rows: list[dict], p99_bound_ms: float | None = None) -> str:
+    """What each stack costs within each p99 bound (`bounds_for` the run's): per stack and batch size, its cheapest ok
+    point within the bound, as CPU-core-seconds (GPU-seconds) per 1,000 inferences and, with prices, the price of a
+    million; "" without a costed point."""
+    bounds = bounds_for(number(p99_bound_ms))
+    basis = cost_basis(rows)
+    per_bound = {b: {(stack_of(r), r.get("batch_size")): r for r in cheapest_per_stack(rows, b, basis)}
+                 for b in bounds}
+    keys = sorted({key for found in per_bound.values() for key in found}, key=lambda k: (k[0], k[1] or 0))
+    if not keys:
+        return ""
+    batches = len({k[1] for k in keys})
+
+    def cell(row: dict | None) -> str:
+        if row is None:
+            return "<td>–</td>"
+        figures = [f"{format_value(number(row.get('server_core_s_per_1k')))} core-s"]
+        if number(row.get("gpu_s_per_1k")) is not None:
+            figures.append(f"{format_value(number(row.get('gpu_s_per_1k')))} GPU-s")
+        if number(row.get("price_per_million")) is not None:
+            figures.append(f"<b>{format_value(number(row.get('price_per_million')))}</b> / 1M")
+        return (f"<td>{', '.join(figures)}<br><small>at {_esc(_load_text(row.get('mode'), row.get('load')))}"
+                "</small></td>")
+
+    head = "".join(f"<th>{_bounds_text([b])}</th>" for b in bounds)
+    parts = ["<table class=cost><tr><th class=l>stack</th>" + ("<th>batch</th>" if batches > 1 else "") +
+             f"{head}</tr>"]
+    for stack, batch in keys:
+        parts.append(f"<tr><td class=l>{_esc(stack)}</td>" + (f"<td>{batch}</td>" if batches > 1 else "") +
+                     "".join(cell(per_bound[b].get((stack, batch))) for b in bounds) + "</tr>")
+    parts.append("</table>")
+    return ("<p class=note>What each stack costs within each p99 bound: its cheapest ok point with p99 within it, "
+            "per 1,000 inferences (one inference: one sample), and with prices per million.</p>" + "".join(parts))
 
 
 def _model_table(model: str, rows: list[dict]) -> str:
@@ -723,6 +760,7 @@ def render_report(published: PublishedRun) -> str:
         model_rows = [r for r in headline if str(r["model"]) == model]
         parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>"
                      f"{_model_plots(model, model_rows, config.get('p99_bound_ms'))}"
+                     f"{cost_table(model_rows, config.get('p99_bound_ms'))}"
                      f"{_model_table(model, [r for r in model_rows if r.get('mode') != OVERLOAD_MODE])}"
                      "</section>")
     parts += [overload_section(headline), configurations_section(rows, published.tuning), engine_section(rows),
