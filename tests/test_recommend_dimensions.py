@@ -102,3 +102,14 @@ def test_a_run_without_overload_keeps_the_table_as_it_was():
     page = render_report(PublishedRun.from_files(files, RUN))
     assert "degrades best" not in re.search(r"<table class=recommendation>.*?</table>", page, re.S).group(0)
     assert "id=overload" not in page
+
+
+def test_the_digest_never_names_a_burst_as_a_runner_up():
+    import pandas as pd
+
+    from tasks.report.digest import best_stacks
+
+    # kserve's steady points all failed; its only ok row is a burst, which has no throughput to rank
+    frame = pd.DataFrame([steady("triton", 2000.0, 40.0, 200.0), burst("kserve", 3.0, "queues", 90.0, 1.0)])
+    (best,) = best_stacks(frame)
+    assert best["server"] == "triton" and best["runner_up"] is None
