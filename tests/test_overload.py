@@ -262,3 +262,17 @@ def test_no_regression_or_duet_is_judged_on_an_overload_row():
              "latency_ms_p99": None, "error_rate": 0.4, "requests": 3000, "errors": 1200}
     assert detect_regressions([steady], []) and detect_regressions([burst], []) == []
     assert [r.row["mode"] for r in find_references([steady, burst], [], {})] == ["concurrency"]
+
+
+def test_a_slow_stack_still_gets_recovery_windows():
+    # 4 req/s of capacity: 2 req/s at the base rate, so 50 requests would take 25 s; the 16 s after the burst are
+    # cut into 4 windows of 4 s instead, and a clean one is found
+    phases = phases_for(4.0, 3.0, 8.0)
+    figures = summarize_overload(recording_of(phases, lambda t: 300.0 if 4.0 <= t < 14.0 else 100.0,
+                                              lambda t: OK), phases, request_timeout_s=10.0)
+    assert figures.window_s == pytest.approx(4.0)
+    assert figures.recovery_s == pytest.approx(4.0)  # [12, 16) still holds slow requests, [16, 20) is clean
+    empty = OverloadPhases(capacity_rps=0.2, factor=3.0, pre_s=2.0, burst_s=2.0, recover_s=5.0)  # nothing before
+    none_before = summarize_overload(recording_of(empty, lambda t: 10.0, lambda t: OK), empty, 1.0)
+    assert none_before.pre_burst_p99_ms is None and not none_before.recovered
+    assert none_before.recovery_text().startswith("recovery not measured")

@@ -18,7 +18,8 @@ answers the burst's requests late, after it, and what it served *during* the bur
 Recovery time: from the burst's end to the start of the first window (of the recover stretch, by scheduled time)
 whose requests all succeeded and whose p99 is within RECOVERY_P99_RATIO of the pre-burst p99; None when none
 starts within `recover_s` ("did not recover within N s"). A window is RECOVERY_WINDOW_S long, or longer where half
-the capacity sends fewer than RECOVERY_MIN_REQUESTS in it; windows start at the burst's end.
+the capacity sends fewer than RECOVERY_MIN_REQUESTS in it, but never longer than a RECOVERY_MIN_WINDOWS-th of the
+recover stretch (a slow stack's windows hold fewer requests rather than none); windows start at the burst's end.
 
 Nothing is judged here: `tasks.validate.overload` classifies what the figures show (holds, sheds, queues, fails).
 """
@@ -39,6 +40,7 @@ BASE_FACTOR = 0.5  # before and after a burst, the rate as a multiple of capacit
 RECOVERY_P99_RATIO = 1.2  # recovered: p99 back within this multiple of the pre-burst p99
 RECOVERY_WINDOW_S = 0.5
 RECOVERY_MIN_REQUESTS = 50  # a window holds at least this many requests at the base rate (else it is longer)
+RECOVERY_MIN_WINDOWS = 4  # ... and the recover stretch holds at least this many windows
 PRE_SETTLE_S = 1.0  # the pre stretch's first second opens connections: not in the pre-burst p99
 MIN_PRE_S, MIN_RECOVER_S = 2.0, 5.0
 MAX_PHASE_S = 600.0  # an overload phase (pre + burst + recover) never runs longer than this
@@ -150,6 +152,8 @@ class OverloadFigures:
         return self.recovery_s is not None
 
     def recovery_text(self) -> str:
+        if self.pre_burst_p99_ms is None:
+            return "recovery not measured: no request before the burst to compare with"
         if self.recovered:
             return f"recovered {self.recovery_s:.1f} s after the burst"
         return f"did not recover within {self.phases.recover_s:g} s"
@@ -186,7 +190,8 @@ def summarize_overload(recording: Recording, phases: OverloadPhases, request_tim
     succeeded = int((burst & (codes == OK)).sum())
     served_during = int(((codes == OK) & (recording.done_ns >= start) & (recording.done_ns < end)).sum())
     pre_p99 = _p99_ms(latency[pre])
-    window_s = max(RECOVERY_WINDOW_S, RECOVERY_MIN_REQUESTS / phases.base_rps)
+    window_s = max(RECOVERY_WINDOW_S, min(RECOVERY_MIN_REQUESTS / phases.base_rps,
+                                          phases.recover_s / RECOVERY_MIN_WINDOWS))
     windows = []
     t = phases.burst_end_s % window_s  # a window boundary at the burst's end (the stretch before the first dropped)
     while t + window_s <= phases.total_s + 1e-9:
