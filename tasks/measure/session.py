@@ -677,14 +677,32 @@ STEADY_FIGURES = (
     "warmup_requests")
 
 
+def wire_capacities(rows: list[dict], batch_size: int) -> dict[str, float]:
+    """protocol -> the highest throughput of the session's ok steady points (a sweep's, a rate search's or the
+    listed loads') at `batch_size` over it: each wire's capacity."""
+    capacities: dict[str, float] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("mode") in ("concurrency", "rate") and r.get("batch_size") == batch_size \
+                and r.get("throughput_rps"):
+            protocol = str(r.get("protocol"))
+            capacities[protocol] = max(capacities.get(protocol, 0.0), float(r["throughput_rps"]))
+    return capacities
+
+
 def session_capacity(rows: list[dict], cell: Cell) -> float | None:
-    """The capacity an overload cell's burst multiplies: the highest throughput of the session's ok steady points
-    (a sweep's, a rate search's or the listed loads') at the cell's batch size over its wire; None without one."""
-    rates = [r["throughput_rps"] for r in rows
-             if r.get("status") == "ok" and r.get("mode") in ("concurrency", "rate")
-             and r.get("batch_size") == cell.batch_size and r.get("protocol") == cell.protocol
-             and r.get("throughput_rps")]
-    return max(rates) if rates else None
+    """The capacity an overload cell's burst multiplies: its wire's (`wire_capacities`); None without one."""
+    return wire_capacities(rows, cell.batch_size).get(str(cell.protocol))
+
+
+def slower_wire_reason(rows: list[dict], cell: Cell) -> str | None:
+    """Why an overload cell is not measured: its wire is not the stack's fastest at its batch size (a stack is
+    overloaded on the wire it would be served on, the one the report ranks it on); None when it is."""
+    capacities = wire_capacities(rows, cell.batch_size)
+    fastest = max(capacities, key=lambda p: (capacities[p], p), default=None)
+    if fastest is None or fastest == cell.protocol or str(cell.protocol) not in capacities:
+        return None
+    return (f"overload is measured on the stack's fastest wire only: {fastest} at {capacities[fastest]:.1f} req/s, "
+            f"{cell.protocol} at {capacities[str(cell.protocol)]:.1f} req/s")
 
 
 def _measure_overload(ctx: SessionContext, life: ServerLife, cell: Cell, rows: list[dict]) -> dict:
@@ -693,6 +711,10 @@ def _measure_overload(ctx: SessionContext, life: ServerLife, cell: Cell, rows: l
     that died or hung makes the row `failed` (`fails`, its log tail in the reason) and the session restarts it."""
     live, config, run = life.live, ctx.config, ctx.run
     capacity = session_capacity(rows, cell)
+    slower = slower_wire_reason(rows, cell)
+    if slower is not None:
+        return not_measured(run, cell, "skipped", slower, **life.served, overload_factor=cell.load,
+                            capacity_rps=capacity)
     if capacity is None:
         return not_measured(run, cell, "skipped", f"no capacity known: no ok point of {cell.server} at batch size "
                                                   f"{cell.batch_size} over {cell.protocol} before its overload phase",
