@@ -111,6 +111,11 @@ def _connection(conn_id: str):
         "p99_bound_ms": suite_param("number", exclusiveMinimum=0,
                               title="p99 bound of the sweeps, ms", section="Load"),
         "arrival": suite_param("string", enum=list(ARRIVALS), title="Arrivals (open loop)", section="Load"),
+        "overload": suite_param("boolean", title="Overload and recovery",
+                                description="after each stack's capacity is known (its sweep, rate search or "
+                                            "listed loads), an open-loop burst at 1.5x and at 3x it between "
+                                            "stretches at 0.5x: goodput, errors, p99 in the burst, the recovery "
+                                            "time and whether it sheds, queues or fails", section="Load"),
         "protocols": suite_param("array", minItems=1, items={"type": "string", "enum": list(PROTOCOLS)},
                            examples=list(PROTOCOLS), title="Wires",
                            description="json: REST with JSON tensors; binary: REST with binary tensors; grpc; best: "
@@ -192,6 +197,14 @@ def _connection(conn_id: str):
                                       title="Duet pairs measured before a verdict may stop", section="Outcome"),
         "duet_max_pairs": suite_param("integer", minimum=2, maximum=MAX_DUET_PAIRS,
                                       title="Most duet pairs while the verdict is undecided", section="Outcome"),
+        "price_per_core_hour": suite_param("number", minimum=0, title="Price of a CPU core-hour",
+                                           description="in any currency: the report shows the price of a million "
+                                                       "inferences at each stack's cheapest point within the p99 "
+                                                       "bound; empty everywhere: no money shown, core-seconds only",
+                                           section="Cost"),
+        "price_per_gpu_hour": suite_param("number", minimum=0, title="Price of a GPU-hour",
+                                          description="the same currency; a GPU row shows a price only with both",
+                                          section="Cost"),
         "hosts": suite_param("array", minItems=1, uniqueItems=True,
                              items={"type": "string", "enum": [h.name for h in HOSTS]},
                              examples=[h.name for h in HOSTS], title="Measuring hosts",

@@ -67,6 +67,15 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("server_rss_mb", "MiB", LOWER, "Server memory", reported=True),
     # the server's CPU time per request: what a duet judges first (it passes through host noise least)
     Metric("server_cpu_us_per_request", "µs", LOWER, "Server CPU per request", reported=True, duet=True),
+    # what serving costs (tasks/core/cost.py): per 1,000 inferences (samples), and with prices per million
+    Metric("server_core_s_per_1k", "core-s / 1k inferences", LOWER, "Server CPU-core-seconds per 1,000 inferences"),
+    Metric("gpu_s_per_1k", "GPU-s / 1k inferences", LOWER, "GPU-seconds per 1,000 inferences"),
+    Metric("price_per_million", "price / 1M inferences", LOWER, "Price of a million inferences"),
+    # under overload (tasks/loadgen/overload.py): what a stack still serves at 1.5x and 3x its capacity, and after
+    Metric("goodput_rps", "req/s", HIGHER, "Goodput during the burst"),
+    Metric("goodput_pct", "% of capacity", HIGHER, "Goodput during the burst, % of capacity"),
+    Metric("burst_p99_ms", "ms", LOWER, "Latency p99 during the burst"),
+    Metric("recovery_s", "s", LOWER, "Recovery time after the burst"),
     # the host's state during a point (tasks/measure/hoststate.py): lower is a quieter host, judged by
     # tasks/validate/outcome.py, never ranked or regressed
     Metric("neighbour_cpu_pct", "%", LOWER, "Neighbour CPU"),

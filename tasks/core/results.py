@@ -13,9 +13,10 @@ from typing import Any
 
 from tasks.core.metrics import METRICS
 
-SCHEMA_VERSION = "1.6"  # what each version changed: SCHEMA_CHANGES
+SCHEMA_VERSION = "1.7"  # what each version changed: SCHEMA_CHANGES
 # `contended` (1.5): the point ran cleanly but other work took the host's CPU while it ran, twice (docs/measuring.md)
 STATUSES = ("ok", "contended", "failed", "skipped")
+OVERLOAD_MODE = "overload"  # the `mode` of an overload row (1.7): a burst above capacity, not a steady load point
 CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id", "protocol")
 SESSION_KEY = CELL_KEY[:5]  # model, format, server, launcher, device: what one server session serves and where
 POINT_KEY = (*CELL_KEY[:8], "protocol")  # a planned point: the cell key before a configuration, and its wire
@@ -97,9 +98,9 @@ CONTRACT: tuple[Column, ...] = (
         _col("device", STRING, "`cpu` or `gpu`"),
         _col("batch_size", INT, "samples in one request", "samples"),
         _col("mode", STRING, "`concurrency` (closed loop) or `rate` (open loop); a sweep's rows carry their point's "
-                             "mode"),
-        _col("load", FLOAT, "the load point: connections in concurrency mode, requests per second in rate mode",
-             "connections | req/s"),
+                             "mode; `overload` (1.7): an overload phase, its figures in the Overload columns"),
+        _col("load", FLOAT, "the load point: connections in concurrency mode, requests per second in rate mode, the "
+                            "burst's multiple of capacity in overload mode", "connections | req/s | × capacity"),
     ),
     *_columns(
         "What was served",
@@ -220,6 +221,49 @@ CONTRACT: tuple[Column, ...] = (
         _metric("startup_s", "from the server's start to its first ready answer"),
     ),
     *_columns(
+        "Cost",
+        _metric("server_core_s_per_1k", "the server's CPU-core-seconds per 1,000 inferences (an inference is one "
+                                        "sample): server_cpu_us_per_request / batch_size / 1,000 "
+                                        "(tasks/core/cost.py)", since="1.7"),
+        _metric("gpu_s_per_1k", "on a GPU, GPU-seconds per 1,000 inferences: the GPU is held whole while it serves, "
+                                "1,000 / throughput_sps; null on a CPU", since="1.7"),
+        _col("price_per_core_hour", FLOAT, "the price of a CPU core-hour the run was given (Param "
+                                           "`price_per_core_hour`), or null: no money shown", "price / core-hour",
+             since="1.7"),
+        _col("price_per_gpu_hour", FLOAT, "the price of a GPU-hour the run was given (Param `price_per_gpu_hour`), "
+                                          "or null", "price / GPU-hour", since="1.7"),
+        _metric("price_per_million", "the price of 1,000,000 inferences at this point: its core-hours times "
+                                     "price_per_core_hour, plus on a GPU its GPU-hours times price_per_gpu_hour; null "
+                                     "unless every resource the row used has a price", since="1.7"),
+    ),
+    *_columns(
+        "Overload",
+        _col("overload_factor", FLOAT, "an overload row (`mode` overload, its `load` this factor): the burst's rate "
+                                       "as a multiple of capacity_rps (1.5 or 3)", "× capacity", since="1.7"),
+        _col("capacity_rps", FLOAT, "the capacity the burst multiplied: the highest throughput of the session's ok "
+                                    "points at the row's batch size over its wire (a sweep's or rate search's best)",
+             "req/s", since="1.7"),
+        _metric("goodput_rps", "successful answers that came back during the burst, per second of it (what the "
+                               "stack served while overloaded)", since="1.7"),
+        _metric("goodput_pct", "goodput_rps as % of capacity_rps: how much of its capacity the stack still served",
+                since="1.7"),
+        _metric("burst_p99_ms", "p99 latency (from the scheduled send; timeouts at the timeout) of the burst's "
+                                "requests", since="1.7"),
+        _col("pre_burst_p99_ms", FLOAT, "p99 latency at half the capacity before the burst (its first second left "
+                                        "out)", "ms",
+             since="1.7"),
+        _metric("recovery_s", "from the burst's end until the p99 of a window of requests is back within 1.2 × "
+                              "pre_burst_p99_ms, none failed; null when it did not recover within the phase",
+                since="1.7"),
+        _col("recovered", BOOL, "p99 came back within the phase (recovery_s is set)", since="1.7"),
+        _col("overload_class", STRING, "what the stack did (tasks/validate/overload.py): `holds` (nothing failed, "
+                                       "p99 within 1.2 ×), `sheds` (failures mostly fast errors), `queues` (mostly "
+                                       "timeouts, or p99 rose), `fails` (the server died: the row is failed)",
+             since="1.7"),
+        _col("overload", STRING, "the overload phase as JSON: its stretches and rates, the burst's counts by kind, "
+                                 "the recovery rule and the p99 of every window of the phase", since="1.7"),
+    ),
+    *_columns(
         "Host state",
         _metric("neighbour_cpu_pct", "CPU time of other work during the load point (everything but the server, the "
                                      "load generator and the measuring process; the hypervisor's steal included), "
@@ -333,6 +377,10 @@ SCHEMA_CHANGES = {
            "`server_processes`, `server_threads`, `runtime_size_mb`) and what it can do and takes to serve "
            "(`capabilities` declared and probed, `capability_findings`, `config_lines`, `code_lines`, "
            "`serving_files`), each per server life on every row it measured",
+    "1.7": "what serving costs: `server_core_s_per_1k`, `gpu_s_per_1k`, and with the run's prices "
+           "(`price_per_core_hour`, `price_per_gpu_hour`) `price_per_million`; overload rows (`mode` overload, Param "
+           "`overload`): `overload_factor`, `capacity_rps`, `goodput_rps`, `goodput_pct`, `burst_p99_ms`, "
+           "`pre_burst_p99_ms`, `recovery_s`, `recovered`, `overload_class`, `overload`",
 }
 
 

@@ -12,6 +12,7 @@ It records; `tasks.validate` judges.
     measurement.py  summaries of a recording: percentiles, windows, stability, intervals, the generator's own cost
     histogram.py    HDR histograms to persist and merge
     sweep.py        which load to run next in a concurrency sweep or a rate search
+    overload.py     an overload phase: half the capacity, a burst above it, half again; its figures and recovery
     resources.py    the server's CPU, memory (and GPU) sampled during a load point; its memory, processes and
                     threads read once (`read_footprint`)
     protocols/      one codec per wire protocol: encode once, send, check every response

@@ -36,6 +36,7 @@ from tasks.core.spec import ModelSpec, make_inputs
 from tasks.loadgen import engine as http_engine
 from tasks.loadgen.engine import arrival_schedule_ns
 from tasks.loadgen.measurement import Measurement, ServerCounts, ServerTiming, summarize
+from tasks.loadgen.overload import OverloadPhases
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import OK
 from tasks.loadgen.recording import Recording, window_stable
@@ -77,7 +78,8 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
                    counters: Callable[[], float] | None = None,
                    timings: Callable[[], dict[str, float]] | None = None,
                    progress: Callable[[str], object] | None = None,
-                   agree_start: Callable[[int], int] | None = None) -> tuple[Measurement, Path]:
+                   agree_start: Callable[[int], int] | None = None,
+                   phases: OverloadPhases | None = None) -> tuple[Measurement, Path]:
     """Drive `endpoint` at one load point; return the summary and the path of the merged raw recording.
 
     `counters`, when given, returns the server's cumulative count of successful requests; `timings`, the
@@ -85,7 +87,9 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     measured time (a scrape that fails leaves the point without them, never fails it). `progress`, when
     given, receives one line per measured window as the load point runs (see `WindowProgress`). `agree_start`,
     when given, turns this load point's proposed start (CLOCK_MONOTONIC ns, once its workers are ready) into the
-    start it shares with another load point run at the same time (a duet: `StartRendezvous`).
+    start it shares with another load point run at the same time (a duet: `StartRendezvous`). `phases`, when given,
+    replaces the open loop's steady schedule with an overload phase's (tasks/loadgen/overload.py; `settings` then
+    open loop, no warm-up, `duration_s` the phase's length).
     """
     if arrival is not None:
         if arrival not in ARRIVALS:
@@ -98,7 +102,7 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     job.write_text(json.dumps({
         "host": endpoint.host, "port": endpoint.port, "model_name": endpoint.model_name,
         "protocol": endpoint.protocol, "spec": json.loads(spec.to_json()) if spec else None,
-        "settings": settings.to_dict(),
+        "settings": settings.to_dict(), "phases": phases.to_dict() if phases is not None else None,
     }))
     limit_s = settings.warmup_s + settings.duration_s + settings.request_timeout_s + PROCESS_GRACE_S
     procs: list[subprocess.Popen] = []
@@ -378,7 +382,10 @@ def generate(job: dict, worker: int = 0, start_ns=None, on_window=None) -> Recor
     if settings.mode == "concurrency":
         return runner(engine.closed_loop(job["host"], job["port"], codec, settings, start_ns=start_ns,
                                          concurrency=share["concurrency"], on_window=on_window))
-    schedule = arrival_schedule_ns(settings, seed=share["seed"], stride=share["stride"], offset=share["offset"])
+    if job.get("phases"):  # an overload phase: its stretches' steady rates, not the settings' one rate
+        schedule = OverloadPhases.from_dict(job["phases"]).schedule_ns(share["stride"], share["offset"])
+    else:
+        schedule = arrival_schedule_ns(settings, seed=share["seed"], stride=share["stride"], offset=share["offset"])
     return runner(engine.open_loop(job["host"], job["port"], codec, settings, start_ns=start_ns, schedule_ns=schedule,
                                    on_window=on_window))
 

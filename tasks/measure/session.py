@@ -8,10 +8,11 @@ server lacks the wire) is a `skipped` row with the plan's reason, and a session 
 server that dies or hangs is restarted once and the remaining points run on the new one. A failure in one cell
 never loses the cells already measured.
 
-Each row also carries the payload bytes of its requests and responses and, where the stack reports it, where a
-request's time went (`Server.server_timings`, scraped at both ends of the measured window: queue, decode,
-infer, encode, the server's total, and the rest of the client's latency outside it) with `breakdown_source`
-saying what was read, or that nothing was.
+Each row also carries what it cost (tasks/core/cost.py: CPU-core-seconds, GPU-seconds per 1,000 inferences and,
+with the run's prices, the price of a million), the payload bytes of its requests and responses and, where the
+stack reports it, where a request's time went (`Server.server_timings`, scraped at both ends of the measured
+window: queue, decode, infer, encode, the server's total, and the rest of the client's latency outside it) with
+`breakdown_source` saying what was read, or that nothing was.
 
 Each server life is also profiled (tasks/measure/lifecycle.py): its served-output check is sent first, once it is
 ready (the time to its first correct answer), then its idle size is read, what it runs from is sized and its
@@ -29,15 +30,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tasks.convert import Artifact, local_artifact
+from tasks.core.cost import cost_fields
 from tasks.core.errors import ConfigError, ServingEvalError
 from tasks.core.metadata import collect_host_metadata, host_name
 from tasks.core.paths import run_dir
-from tasks.core.results import CELL_KEY, DEFAULT_CONFIG_ID, empty_row
+from tasks.core.results import CELL_KEY, DEFAULT_CONFIG_ID, OVERLOAD_MODE, empty_row
 from tasks.core.spec import ModelSpec, load_spec
 from tasks.loadgen.measurement import Measurement
+from tasks.loadgen.overload import OverloadFigures, OverloadPhases, phases_for, summarize_overload
+from tasks.loadgen.recording import Recording
 from tasks.loadgen.resources import Footprint, read_footprint, sampler_for
 from tasks.loadgen.run import run_load_point
-from tasks.loadgen.settings import LoadSettings
+from tasks.loadgen.settings import STABLE_WINDOWS, LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
 from tasks.measure.capabilities import declared_only, probe_capabilities
 from tasks.measure.engine_speed import engine_speed
@@ -72,6 +76,7 @@ from tasks.validate.outcome import (
     judge_host,
     judge_point,
 )
+from tasks.validate.overload import OverloadSigns, class_reason, classify_overload
 
 MEASUREMENT_COLUMNS = (
     "duration_s", "requests", "errors", "error_rate", "throughput_rps", "throughput_sps", "latency_ms_mean",
@@ -166,8 +171,10 @@ def measure_session(session: Session, conversions: list[dict], run: dict, config
         for row in out["rows"]:
             speed = speeds.get(row.get("batch_size"))
             row["engine_inprocess_rps"] = speed["rps"] if speed else None
+    prices = config.prices()
     for row in out["rows"]:
         row.update(budget.row_fields(config.launcher), role=session.role)
+        row.update(cost_fields(row, prices))
     return out
 
 
@@ -331,7 +338,12 @@ def _serve(ctx: SessionContext, options: ServingOptions, cid: str, values: dict)
                     life.profile.rows.append(rows[-1])
                     measured.add(cell.cell_id)
                     continue
-                new_rows = _measure_sweep(ctx, life, cell) if cell.is_sweep else [_measure_point(ctx, life, cell)[0]]
+                if cell.is_sweep:
+                    new_rows = _measure_sweep(ctx, life, cell)
+                elif cell.mode == OVERLOAD_MODE:  # planned last: the points before it measured the capacity
+                    new_rows = [_measure_overload(ctx, life, cell, rows)]
+                else:
+                    new_rows = [_measure_point(ctx, life, cell)[0]]
                 failure = next((r.pop(SERVER_FAILED) for r in new_rows if r.get(SERVER_FAILED)), None)
                 for r in new_rows:
                     r.pop(SERVER_FAILED, None)
@@ -542,25 +554,30 @@ class PointRun:
     host: HostState | None
     health: ServerHealth
     footprint_after: Footprint | None = None  # the server's size read after the point (tasks/measure/lifecycle.py)
+    overload: OverloadFigures | None = None  # an overload phase's figures (tasks/loadgen/overload.py)
 
 
-def _run_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> PointRun:
-    """Drive one load point once, with the server's resources and the host's state read around it."""
+def _run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: LoadSettings | None = None,
+               phases: OverloadPhases | None = None) -> PointRun:
+    """Drive one load point once (`settings`, default the cell's; `phases`: an overload phase's schedule), with the
+    server's resources and the host's state read around it."""
     live, config, run = life.live, ctx.config, ctx.run
     fields: dict = {}
-    measurement, load_error, host = None, None, None
+    measurement, load_error, host, overload = None, None, None, None
     workdir = Path(tempfile.mkdtemp(prefix="load-", dir=run["run_dir"]))  # removed with the run's folder too
     try:
-        settings = ctx.load_settings(cell)
+        settings = settings or ctx.load_settings(cell)
         counters = server_counter(live)
         probe = HostStateProbe(live.handle, ctx.budget.cpus, ctx.budget.generator_cpus)
         with sampler_for(live.handle) as sampler, probe:
             endpoint = load_endpoint(live, cell.protocol)
-            measurement, _ = run_load_point(endpoint, ctx.spec, settings, workdir, arrival=config.arrival,
-                                            cpus=ctx.budget.generator_cpus, counters=counters,
-                                            timings=server_timings(live),
-                                            progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
+            measurement, recording = run_load_point(endpoint, ctx.spec, settings, workdir, arrival=config.arrival,
+                                                    cpus=ctx.budget.generator_cpus, counters=counters,
+                                                    timings=server_timings(live), phases=phases,
+                                                    progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
         host = probe.result
+        if phases is not None:
+            overload = summarize_overload(Recording.load(str(recording)), phases, settings.request_timeout_s)
         data = measurement.to_dict()
         fields.update({k: data[k] for k in MEASUREMENT_COLUMNS})
         fields["breakdown_source"] = breakdown_source(live.server, measurement)
@@ -575,7 +592,7 @@ def _run_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> PointRun:
         shutil.rmtree(workdir, ignore_errors=True)
     health = observe_health(live)
     after = read_footprint(live.handle) if health.alive else None
-    return PointRun(fields, measurement, load_error, host, health, after)
+    return PointRun(fields, measurement, load_error, host, health, after, overload)
 
 
 def wait_for_quiet(probe: HostStateProbe, max_neighbour_pct: float, quiet_wait_s: float,
@@ -648,6 +665,106 @@ def _measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[d
         row[SERVER_FAILED] = describe_health(live.server.name, point.health)[:4000]
         events["server_failed"] = row[SERVER_FAILED][:500]
     return row, point.measurement
+
+
+# An overload row's steady-point figures stay empty: a burst is not a load point to rank, plot or regress on, and
+# its own figures are in the Overload columns (goodput, burst p99, recovery).
+STEADY_FIGURES = (
+    "throughput_rps", "throughput_sps", "throughput_rps_ci_low", "throughput_rps_ci_high", "latency_ms_mean",
+    "latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_p999", "latency_ms_max",
+    "stable", "windows", "cv", "stopped_early", "latency_hdr", "server_requests", "server_throughput_rps",
+    "server_cpu_us_per_request", "server_ms", "queue_ms", "decode_ms", "infer_ms", "encode_ms", "outside_ms",
+    "warmup_requests")
+
+
+def wire_capacities(rows: list[dict], batch_size: int) -> dict[str, float]:
+    """protocol -> the highest throughput of the session's ok steady points (a sweep's, a rate search's or the
+    listed loads') at `batch_size` over it: each wire's capacity."""
+    capacities: dict[str, float] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("mode") in ("concurrency", "rate") and r.get("batch_size") == batch_size \
+                and r.get("throughput_rps"):
+            protocol = str(r.get("protocol"))
+            capacities[protocol] = max(capacities.get(protocol, 0.0), float(r["throughput_rps"]))
+    return capacities
+
+
+def session_capacity(rows: list[dict], cell: Cell) -> float | None:
+    """The capacity an overload cell's burst multiplies: its wire's (`wire_capacities`); None without one."""
+    return wire_capacities(rows, cell.batch_size).get(str(cell.protocol))
+
+
+def slower_wire_reason(rows: list[dict], cell: Cell) -> str | None:
+    """Why an overload cell is not measured: its wire is not the stack's fastest at its batch size (a stack is
+    overloaded on the wire it would be served on, the one the report ranks it on); None when it is."""
+    capacities = wire_capacities(rows, cell.batch_size)
+    fastest = max(capacities, key=lambda p: (capacities[p], p), default=None)
+    if fastest is None or fastest == cell.protocol or str(cell.protocol) not in capacities:
+        return None
+    return (f"overload is measured on the stack's fastest wire only: {fastest} at {capacities[fastest]:.1f} req/s, "
+            f"{cell.protocol} at {capacities[str(cell.protocol)]:.1f} req/s")
+
+
+def _measure_overload(ctx: SessionContext, life: ServerLife, cell: Cell, rows: list[dict]) -> dict:
+    """One overload cell: half the capacity, a burst at `cell.load` times it, half again (tasks/loadgen/overload.py);
+    its row with the burst's figures and the class of what the stack did (tasks/validate/overload.py). A server
+    that died or hung makes the row `failed` (`fails`, its log tail in the reason) and the session restarts it."""
+    live, config, run = life.live, ctx.config, ctx.run
+    capacity = session_capacity(rows, cell)
+    slower = slower_wire_reason(rows, cell)
+    if slower is not None:
+        return not_measured(run, cell, "skipped", slower, **life.served, overload_factor=cell.load,
+                            capacity_rps=capacity)
+    if capacity is None:
+        return not_measured(run, cell, "skipped", f"no capacity known: no ok point of {cell.server} at batch size "
+                                                  f"{cell.batch_size} over {cell.protocol} before its overload phase",
+                            **life.served, overload_factor=cell.load)
+    phases = phases_for(capacity, cell.load, config.duration_s)
+    settings = replace(ctx.load_settings(cell, mode="rate", load=phases.burst_rps), warmup_s=0.0,
+                       duration_s=phases.total_s, window_s=min(config.window_s, phases.total_s),
+                       stop_when_stable=False, min_windows=STABLE_WINDOWS)
+    row = base_row(run, cell)
+    row.update(life.served, server_version=live.server_version, startup_s=live.startup_s,
+               runtime_image=live.runtime_image, runtime_image_kind=live.runtime_image_kind, restarts=live.restarts,
+               remeasured=False, overload_factor=cell.load, capacity_rps=capacity)
+    if life.inputs:
+        inputs = {**life.inputs, "serving": {**life.inputs["serving"], "protocol": cell.protocol}}
+        row.update(inputs=json.dumps(inputs, sort_keys=True), inputs_sha=inputs_sha(inputs))
+    events = life.timeline["cells"].setdefault(cell.cell_id, {})
+    events["load_begin"] = time.time()
+    point = _run_point(ctx, life, cell, settings, phases)
+    events["load_end"] = time.time()
+    row.update({k: v for k, v in point.fields.items() if k not in STEADY_FIGURES})
+    figures = point.overload
+    status, reason = "ok", None
+    if figures is not None:
+        signs = OverloadSigns(figures.fast_errors, figures.queued, figures.burst_p99_ms, figures.pre_burst_p99_ms)
+        overload_class = classify_overload(signs, point.health.alive)
+        row.update(duration_s=phases.burst_s, requests=figures.requests, errors=figures.errors,
+                   error_rate=figures.errors / figures.requests if figures.requests else None,
+                   timeouts=figures.timeouts, errors_by_kind=json.dumps(figures.errors_by_kind, sort_keys=True),
+                   goodput_rps=figures.goodput_rps, goodput_pct=figures.goodput_pct,
+                   burst_p99_ms=figures.burst_p99_ms, pre_burst_p99_ms=figures.pre_burst_p99_ms,
+                   recovery_s=figures.recovery_s, recovered=figures.recovered, overload_class=overload_class,
+                   overload=figures.to_json())
+        events["overload"] = f"{class_reason(overload_class, signs, figures.requests)}; {figures.recovery_text()}"
+    if not point.health.alive:
+        status, reason = "failed", describe_health(live.server.name, point.health)
+        row.update(overload_class="fails")
+        row[SERVER_FAILED] = reason[:4000]
+        events["server_failed"] = reason[:500]
+    elif figures is None:
+        status, reason = "failed", point.load_error or "the overload phase did not run"
+    elif figures.requests == 0:
+        status, reason = "failed", "no request was scheduled in the burst"
+    elif point.host is not None:
+        contention = judge_host(point.host.to_dict(), config.max_neighbour_pct)
+        if contention is not None:  # not re-measured: a second burst is not the same experiment
+            status, reason = "contended", contention.reason
+    row.update(status=status, reason=reason[:4000] if reason else None)
+    if life.profile is not None:
+        life.profile.after_point(row, point.footprint_after)
+    return row
 
 
 def _judge(live: LiveServer, point: PointRun, config: RunConfig) -> PointOutcome:

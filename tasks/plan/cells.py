@@ -17,14 +17,17 @@ from typing import Any
 from tasks.convert import check_conversion
 from tasks.convert.graph import reachable_formats
 from tasks.core.errors import ConfigError
-from tasks.core.results import DEFAULT_CONFIG_ID, SESSION_KEY, WIRES, cell_key, row_protocol
+from tasks.core.results import DEFAULT_CONFIG_ID, OVERLOAD_MODE, SESSION_KEY, WIRES, cell_key, row_protocol
 from tasks.core.spec import load_spec
+from tasks.loadgen.overload import OVERLOAD_FACTORS
 from tasks.plan.config import BEST, RunConfig
 from tasks.plan.control import CONTROL_SESSION_PREFIX, control_cell, covered
 from tasks.plan.hosts import assign_hosts
 from tasks.plan.tune import estimate_config_s
 from tasks.serve.servers import get_server
 
+# An overload cell (Param overload) is one burst at `load` times the capacity the session's earlier points measured
+# (tasks/loadgen/overload.py); one row, mode `overload`.
 # A sweep cell (Params concurrency_sweep=doubling, rate_search) is one planned cell whose rows are the points
 # it measured, each with the point's mode and load; its own `load` is the sweep's bound (the largest
 # concurrency) or start (the smallest rate). How many points it runs is only known after it ran.
@@ -226,6 +229,10 @@ def make_plan(config: RunConfig) -> Plan:
                               server.wires[wire].codec if skip is None else wire, wire, skip)
                          for batch in config.batch_sizes for mode, loads in groups for load in loads
                          for wire, skip in wires]
+                if config.overload:  # last in the session: the bursts need the capacity its points measured
+                    cells += [Cell(model, fmt, server_name, config.launcher, config.device, batch, OVERLOAD_MODE,
+                                   factor, server.wires[wire].codec if skip is None else wire, wire, skip)
+                              for batch in config.batch_sizes for factor in OVERLOAD_FACTORS for wire, skip in wires]
                 if config.tune != "off":
                     check_tune_budget(config, model, fmt, server_name, cells)
                 sessions.append(Session(f"{model}.{fmt}.{server_name}.{config.launcher}.{config.device}",

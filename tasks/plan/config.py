@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.convert import FORMATS
+from tasks.core.cost import Prices
 from tasks.core.errors import ConfigError
 from tasks.core.results import WIRES
 from tasks.core.spec import catalogue
@@ -124,6 +125,9 @@ class RunConfig:
     duet_min_pairs: int = 3  # a duet's first pairs at each of its load points, before it may stop as decided
     duet_max_pairs: int = 6  # ... and the most pairs it measures while still undecided
     hosts: tuple[str, ...] | None = None  # the run's measuring hosts (plan/hosts.py); None: every deployed one
+    overload: bool = False  # after capacity is known, bursts at 1.5x and 3x it and the recovery (loadgen/overload.py)
+    price_per_core_hour: float | None = None  # a CPU core-hour's price (tasks/core/cost.py); None: no money shown
+    price_per_gpu_hour: float | None = None  # a GPU-hour's price; None: no money shown for GPU rows
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RunConfig:
@@ -241,6 +245,13 @@ class RunConfig:
         if not self.aws_conn_id:
             raise ConfigError("aws_conn_id", self.aws_conn_id, "must name an Airflow connection")
         check_hosts(self.hosts)
+        if not isinstance(self.overload, bool):
+            raise ConfigError("overload", self.overload, "must be true or false")
+        self.prices()  # a price that is not a number >= 0 is refused here, naming its Param
+
+    def prices(self) -> Prices:
+        """The prices the run's cost columns are read at (tasks/core/cost.py); checked."""
+        return Prices(self.price_per_core_hour, self.price_per_gpu_hour)
 
     def target_hosts(self) -> tuple[str, ...]:
         """The hosts this run measures on: `hosts`, or every host of the deployment (`SERVING_EVAL_HOSTS`)."""

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tasks.core.results import OVERLOAD_MODE
 from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, doubling
 from tasks.serve.knobs import Knob, canonical, config_id, describe
 
@@ -83,6 +84,8 @@ def estimate_config_s(cells, warmup_s: float, duration_s: float, workers: int = 
             points += len(doubling(workers, int(cell.load)))
         elif cell.mode == "rate-search":
             points += DEFAULT_MAX_POINTS
+        elif cell.mode == OVERLOAD_MODE:  # pre, burst and recover stretches: 3.5 times duration_s (loadgen/overload)
+            points += 4
         else:
             points += 1
     return STARTUP_ESTIMATE_S + points * (warmup_s + duration_s + POINT_OVERHEAD_S)

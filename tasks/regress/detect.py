@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from tasks.core.metadata import host_fingerprint
 from tasks.core.metrics import DEFAULT_MIN_EFFECT, HIGHER, METRICS, metrics_where, number
-from tasks.core.results import CELL_KEY, cell_key
+from tasks.core.results import CELL_KEY, OVERLOAD_MODE, cell_key
 from tasks.regress.noise import Noise, cell_noises, row_se, winsorized_mean
 
 REGRESSED_METRICS = metrics_where("judged")
@@ -50,6 +50,12 @@ MIN_HISTORY = 3  # fewer baseline nights: `no_history`
 SEGMENT_NIGHTS = 3  # a change may have begun up to this many nights ago (the segment always holds tonight)
 BASELINE_MAX_NIGHTS = 14
 PERSIST_NIGHTS = 3  # a regression seen this many nights in a row becomes the new baseline
+
+
+def is_overload(row: dict) -> bool:
+    """An overload row (schema 1.7): a burst above capacity, not a load point; no regression is judged on it (its
+    errors are what a burst is for, and its capacity, hence its rate, moves with every night's)."""
+    return row.get("mode") == OVERLOAD_MODE
 
 
 def comparison_key(row: dict) -> tuple:
@@ -118,7 +124,7 @@ def build_histories(history_rows: list[dict], regressed: set[tuple[str, tuple]] 
     histories: dict[tuple, CellHistory] = {}
     ordered = sorted(history_rows, key=lambda r: (str(r.get("logical_date")), str(r.get("run_id"))))
     for row in ordered:
-        if row.get("status") != "ok":
+        if row.get("status") != "ok" or is_overload(row):
             continue
         key = comparison_key(row)
         hist = histories.setdefault(key, CellHistory())
@@ -308,8 +314,8 @@ def detect_regressions(current_rows: list[dict], history_rows: list[dict], *,
     improvements on those nights (`verdict_pairs`); `alpha` the night's family-wise error rate for regressions.
     """
     histories = build_histories(history_rows, regressed, improved)
-    todo = [(row, metric) for row in current_rows if row.get("status") == "ok" for metric in metrics
-            if metric_value(row, metric) is not None]
+    todo = [(row, metric) for row in current_rows if row.get("status") == "ok" and not is_overload(row)
+            for metric in metrics if metric_value(row, metric) is not None]
     splits = {(id(row), metric): candidate_splits(histories.get(comparison_key(row)), row, metric)
               for row, metric in todo}
     noises = _pooled_noises(todo, splits)

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 
 from tasks.measure.inputs import input_changes, inputs_sha, stack_changed
-from tasks.regress.detect import comparison_key, verdict_pairs
+from tasks.regress.detect import comparison_key, is_overload, verdict_pairs
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def find_references(rows: list[dict], history_rows: list[dict], earlier_records:
     history = accepted_history(history_rows, earlier_records)
     found = []
     for row in rows:
-        if row.get("status") != "ok":
+        if row.get("status") != "ok" or is_overload(row):  # a burst is never re-run beside its reference
             continue
         earlier = history.get(comparison_key(row)) or []
         if not earlier:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tasks.core.results import read_parquet_bytes
+from tasks.core.results import OVERLOAD_MODE, read_parquet_bytes
 from tasks.store.layout import safe_run_id
 from tasks.store.s3 import S3Store
 
@@ -18,6 +18,8 @@ DIGEST_SCHEMA_VERSION = "1.0"
 def best_stacks(frame) -> list[dict]:
     """Per model and batch size: the ok cell with the highest throughput, with its latency."""
     ok = frame[frame["status"] == "ok"]
+    if "mode" in ok.columns:  # an overload row (1.7) is a burst, not a load point to rank: it has no throughput
+        ok = ok[ok["mode"] != OVERLOAD_MODE]
     if "role" in ok.columns:  # the control cell tells the host's drift; it is not one of the stacks compared
         ok = ok[ok["role"].isna() | (ok["role"] != "control")]
     best = []

@@ -23,13 +23,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tasks.core.metrics import METRICS, metrics_where, number
-from tasks.core.results import frame_records
+from tasks.core.results import OVERLOAD_MODE, frame_records
 from tasks.plan.cells import Cell, rows_of
 from tasks.report.configs import configurations_section, engine_section, headline_rows
 from tasks.report.features import features_section
 from tasks.report.lifecycle import lifecycle_section
 from tasks.report.plots import Series, bar_chart, format_value, line_chart
-from tasks.report.recommend import bounds_for, efficiency, group_by_answer, ok_rows, recommend, stack_of
+from tasks.report.recommend import (
+    bounds_for,
+    cheapest_per_stack,
+    cost_at_bound,
+    cost_basis,
+    efficiency,
+    group_by_answer,
+    ok_rows,
+    recommend,
+    stack_of,
+)
 from tasks.report.trend import run_suite
 from tasks.report.wires import best_wire_rows, row_wire, wires_section
 
@@ -135,7 +145,7 @@ def _series(rows: list[dict], y_metric: str, x_metric: str | None = None) -> lis
     return out
 
 
-def _model_plots(model: str, rows: list[dict]) -> str:
+def _model_plots(model: str, rows: list[dict], p99_bound_ms: float | None = None) -> str:
     thr = f"{_label('throughput_rps')} ({_unit('throughput_rps')})"
     plots = [line_chart(f"latency-{p}", f"{model}: {_label(m)} against throughput", _series(rows, m, "throughput_rps"),
                         thr, f"{_label(m)} ({_unit(m)})")
@@ -159,7 +169,57 @@ def _model_plots(model: str, rows: list[dict]) -> str:
     if memory:
         plots.append(bar_chart("efficiency-memory", f"{model}: {_label('server_rss_mb')} at each stack's peak", memory,
                                _unit("server_rss_mb")))
+    plots.append(_cost_chart(model, rows, p99_bound_ms))
     return f"<div class=plots>{''.join(plots)}</div>"
+
+
+def _cost_chart(model: str, rows: list[dict], p99_bound_ms: float | None) -> str:
+    """What a stack costs at the bound: each stack's cheapest ok point with p99 within the run's bound (none: any
+    ok point), as the price of a million inferences where the run had prices, else core-seconds per 1,000."""
+    costs = cost_at_bound(rows, number(p99_bound_ms))
+    if not costs:
+        return ""
+    basis = costs[0]["basis"]
+    batches = len({c["batch_size"] for c in costs})
+    bars = [(c["stack"] + (f" b{c['batch_size']}" if batches > 1 else ""), c[basis]) for c in costs]
+    within = "with p99 within " + (f"{p99_bound_ms:,g} ms" if number(p99_bound_ms) is not None else "no bound")
+    return bar_chart("cost-at-bound", f"{model}: {_label(basis)}, each stack's cheapest point {within}", bars,
+                     _unit(basis))
+
+
+def cost_table(rows: list[dict], p99_bound_ms: float | None = None) -> str:
+    """What each stack costs within each p99 bound (`bounds_for` the run's): per stack and batch size, its cheapest ok
+    point within the bound, as CPU-core-seconds (GPU-seconds) per 1,000 inferences and, with prices, the price of a
+    million; "" without a costed point."""
+    bounds = bounds_for(number(p99_bound_ms))
+    basis = cost_basis(rows)
+    per_bound = {b: {(stack_of(r), r.get("batch_size")): r for r in cheapest_per_stack(rows, b, basis)}
+                 for b in bounds}
+    keys = sorted({key for found in per_bound.values() for key in found}, key=lambda k: (k[0], k[1] or 0))
+    if not keys:
+        return ""
+    batches = len({k[1] for k in keys})
+
+    def cell(row: dict | None) -> str:
+        if row is None:
+            return "<td>–</td>"
+        figures = [f"{format_value(number(row.get('server_core_s_per_1k')))} core-s"]
+        if number(row.get("gpu_s_per_1k")) is not None:
+            figures.append(f"{format_value(number(row.get('gpu_s_per_1k')))} GPU-s")
+        if number(row.get("price_per_million")) is not None:
+            figures.append(f"<b>{format_value(number(row.get('price_per_million')))}</b> / 1M")
+        return (f"<td>{', '.join(figures)}<br><small>at {_esc(_load_text(row.get('mode'), row.get('load')))}"
+                "</small></td>")
+
+    head = "".join(f"<th>{_bounds_text([b])}</th>" for b in bounds)
+    parts = ["<table class=cost><tr><th class=l>stack</th>" + ("<th>batch</th>" if batches > 1 else "") +
+             f"{head}</tr>"]
+    for stack, batch in keys:
+        parts.append(f"<tr><td class=l>{_esc(stack)}</td>" + (f"<td>{batch}</td>" if batches > 1 else "") +
+                     "".join(cell(per_bound[b].get((stack, batch))) for b in bounds) + "</tr>")
+    parts.append("</table>")
+    return ("<p class=note>What each stack costs within each p99 bound: its cheapest ok point with p99 within it, "
+            "per 1,000 inferences (one inference: one sample), and with prices per million.</p>" + "".join(parts))
 
 
 def _model_table(model: str, rows: list[dict]) -> str:
@@ -254,6 +314,92 @@ def _point_text(point: dict | None) -> str:
             f"{_esc(_load_text(point['mode'], point['load']))}</small>")
 
 
+def _cost_text(point: dict | None, basis: str | None) -> str:
+    """The cheapest point: its stack and wire, its cost on the record's basis, and its core-seconds per 1,000."""
+    if point is None or basis is None:
+        return "–"
+    wire = f" over {_esc(point['wire'])}" if point.get("wire") else ""
+    core = "" if basis == "server_core_s_per_1k" else f", {_fmt(point['server_core_s_per_1k'])} core-s / 1k"
+    return (f"<b>{_esc(point['stack'])}</b>{wire}<br><small>{format_value(point[basis])} {_esc(_unit(basis))}{core} "
+            f"at {_esc(_load_text(point['mode'], point['load']))}</small>")
+
+
+def _cheaper_text(record: dict) -> str:
+    """How much more the next cheapest stack costs, in % of the cheapest."""
+    if record.get("cheapest") is None:
+        return "–"
+    if record.get("cheapest_runner_up") is None:
+        return "only stack"
+    margin = record.get("cheapest_margin_pct")
+    runner = _esc(record["cheapest_runner_up"]["stack"])
+    return "–" if margin is None else f"{margin:.1f} %<br><small>than {runner}</small>"
+
+
+def _burst_text(point: dict | None) -> str:
+    """A stack under overload in a few words: its class, recovery and goodput at the burst."""
+    if point is None:
+        return "–"
+    wire = f" over {_esc(point['wire'])}" if point.get("wire") else ""
+    recovery = (f"recovered in {format_value(point['recovery_s'])} s" if point["recovered"]
+                else "did not recover")
+    return (f"<b>{_esc(point['stack'])}</b>{wire}<br><small>{_esc(point['overload_class'])} at "
+            f"{format_value(point['overload_factor'])} × capacity, {recovery}, goodput "
+            f"{point['goodput_pct']:.0f} % of capacity</small>")
+
+
+def _degrades_cells(record: dict) -> str:
+    """The two overload cells of a recommendation row: the stack that degrades best and how far ahead it is."""
+    top, runner, margin = record.get("degrades_best"), record.get("degrades_runner_up"), record.get("overload_margin")
+    if top is None:
+        return "<td class=l>–</td><td>–</td>"
+    if runner is None or margin is None:
+        ahead = "only stack"
+    elif margin["kind"] == "recovery_s":
+        ahead = f"{format_value(margin['value'])} s sooner<br><small>than {_esc(runner['stack'])}</small>"
+    elif margin["kind"] == "not_recovered":
+        ahead = f"{_esc(runner['stack'])} did not recover"
+    else:
+        ahead = f"{margin['value']:+.0f} points of capacity<br><small>than {_esc(runner['stack'])}</small>"
+    return f"<td class=l>{_burst_text(top)}</td><td>{ahead}</td>"
+
+
+def overload_section(rows: list[dict]) -> str:
+    """Per model, every stack's overload rows (each stack on its best wire): the burst, the class, goodput, p99
+    before and during, the recovery; "" when the run measured no overload."""
+    bursts = [r for r in rows if r.get("mode") == OVERLOAD_MODE]
+    if not bursts:
+        return ""
+    parts = ["<h2 id=overload>Overload and recovery</h2>",
+             "<p class=note>After each stack's capacity was measured (the highest throughput of its ok points), an "
+             "open-loop burst at 1.5 × and 3 × it between stretches at 0.5 × (docs/measuring.md, \"Overload and "
+             "recovery\"). <i>Goodput</i>: successful answers during the burst, % of capacity. <i>Recovery</i>: from "
+             "the burst's end until a window's p99 is back within 1.2 × the p99 before it, none failed. "
+             "<i>sheds</i>: most failures were fast errors; <i>queues</i>: timeouts, or p99 rose; <i>holds</i>: "
+             "neither; <i>fails</i>: the server died.</p>",
+             "<table class=overload><tr><th class=l>model</th><th class=l>stack</th><th class=l>wire</th>"
+             "<th>batch</th><th>burst (× capacity)</th><th>capacity (req/s)</th><th class=l>class</th>"
+             "<th>goodput (% of capacity)</th><th>errors / requests</th><th>timeouts</th>"
+             "<th>p99 before → during (ms)</th><th class=l>recovery</th><th class=l>status</th></tr>"]
+    for r in sorted(bursts, key=lambda r: (str(r["model"]), stack_of(r), r.get("batch_size") or 0,
+                                           number(r.get("load")) or 0.0)):
+        detail = json.loads(r["overload"]) if r.get("overload") else {}
+        recovery = (f"{format_value(number(r['recovery_s']))} s" if r.get("recovered")
+                    else _esc(detail.get("recovery") or "–"))
+        status = f"<span class={_esc(r['status'])}>{_esc(r['status'])}</span>"
+        if r["status"] != "ok":
+            status += f"<br><small>{_esc(str(r.get('reason') or '')[:300])}</small>"
+        parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td class=l>{_esc(stack_of(r))}</td>"
+                     f"<td class=l>{_esc(row_wire(r))}</td><td>{_fmt(r.get('batch_size'))}</td>"
+                     f"<td>{_fmt(number(r.get('load')))}</td><td>{_fmt(number(r.get('capacity_rps')))}</td>"
+                     f"<td class=l>{_esc(r.get('overload_class') or '–')}</td>"
+                     f"<td>{_fmt(number(r.get('goodput_pct')))}</td>"
+                     f"<td>{_fmt(r.get('errors'))} / {_fmt(r.get('requests'))}</td><td>{_fmt(r.get('timeouts'))}</td>"
+                     f"<td>{_fmt(number(r.get('pre_burst_p99_ms')))} → {_fmt(number(r.get('burst_p99_ms')))}</td>"
+                     f"<td class=l>{recovery}</td><td class=l>{status}</td></tr>")
+    parts.append("</table>")
+    return "".join(parts)
+
+
 def _bounds_text(bounds: list[float | None]) -> str:
     """"≤ 10 ms, ≤ 50 ms and no bound": the p99 bounds one answer holds for."""
     texts = ["no bound" if b is None else f"≤ {b:,g} ms" for b in bounds]
@@ -291,23 +437,37 @@ def _recommendation(rows: list[dict], p99_bound_ms: float | None = None) -> str:
              "2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) of the windows' CV. A large margin can still be within noise: an "
              "interval comes from the point's few windows (three windows give about ±4 standard errors), so a short, "
              "unsteady or disturbed point has a wide one; a longer <code>duration_s</code> or a quieter host narrows "
-             "it.</p>"]
+             "it. <i>Cheapest</i>: the stack whose cheapest ok point within the bound costs least per inference — the "
+             "price of a million inferences where the run was given <code>price_per_core_hour</code> (and "
+             "<code>price_per_gpu_hour</code>), else the server's CPU-core-seconds per 1,000 inferences (a GPU point "
+             "then has no comparable cost); <i>costs less by</i>: how much more the next cheapest costs, in % of the "
+             "cheapest. <i>Degrades best under overload</i> (runs with <code>overload</code>): at the highest burst "
+             "every stack ran (3 × its own capacity), the stack that recovered soonest after it, or, where none "
+             "recovered, that still served the most of its capacity during it; <i>ahead by</i>: the runner-up's later "
+             "recovery, or its goodput in points of capacity (<a href='#overload'>Overload</a>).</p>"]
     if not records:
         return "".join(parts) + "<p>No ok cell to recommend from.</p>"
+    overload = any(r.get("degrades_best") for r in records)  # the columns only where the run measured overload
     parts.append("<table class=recommendation><tr><th class=l>model</th><th>batch</th><th class=l>p99 bounds</th>"
-                 "<th class=l>best stack</th><th class=l>runner-up</th><th>margin</th><th class=l>beyond noise</th>"
+                 "<th class=l>fastest stack</th><th class=l>runner-up</th><th>margin</th><th class=l>beyond noise</th>"
+                 "<th class=l>cheapest stack</th><th>costs less by</th>"
+                 f"{'<th class=l>degrades best under overload</th><th>ahead by</th>' if overload else ''}"
                  "<th class=l>caveats</th></tr>")
     for r in records:
         bound = _bounds_text(r["bounds"])
         if r["best"] is None:
             parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
-                         f"<td class=l colspan=5>none of {r['stacks']} stacks meets it</td></tr>")
+                         f"<td class=l colspan={9 if overload else 7}>none of {r['stacks']} stacks meets it</td>"
+                         "</tr>")
             continue
         margin = "only stack" if r["runner_up"] is None else (
             f"+{r['margin_pct']:.1f} %" if r["margin_pct"] is not None else "–")
         parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
                      f"<td class=l>{_point_text(r['best'])}</td><td class=l>{_point_text(r['runner_up'])}</td>"
                      f"<td>{margin}</td><td class=l>{_esc(noise_text(r))}</td>"
+                     f"<td class=l>{_cost_text(r.get('cheapest'), r.get('cost_basis'))}</td>"
+                     f"<td>{_cheaper_text(r)}</td>"
+                     f"{_degrades_cells(r) if overload else ''}"
                      f"<td class=l>{_esc('; '.join(r['caveats']))}</td></tr>")
     parts.append("</table>")
     return "".join(parts)
@@ -582,7 +742,9 @@ def render_report(published: PublishedRun) -> str:
     host = (run.get("provenance") or {}).get("host") or (rows[0] if rows else {})
     models = sorted({str(r["model"]) for r in headline})
     nav = "".join(f"<a href='#{h}'>{t}</a>" for h, t in (
-        ("recommendation", "Recommendation"), *((f"model-{m}", m) for m in models), ("wires", "Wires"),
+        ("recommendation", "Recommendation"), *((f"model-{m}", m) for m in models),
+        *((("overload", "Overload"),) if any(r.get("mode") == OVERLOAD_MODE for r in headline) else ()),
+        ("wires", "Wires"),
         ("lifecycle", "Lifecycle"), ("features", "Features"), ("changes", "Changes"),
         ("cells", "Cells"), ("failures", "Failures"), ("checks", "Output checks"), ("provenance", "Provenance")))
     parts = [f"<!doctype html><html lang=en><head><meta charset='utf-8'>"
@@ -596,9 +758,13 @@ def render_report(published: PublishedRun) -> str:
              f"<nav>{nav}</nav>", _recommendation(headline, config.get("p99_bound_ms"))]
     for model in models:
         model_rows = [r for r in headline if str(r["model"]) == model]
-        parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>{_model_plots(model, model_rows)}"
-                     f"{_model_table(model, model_rows)}</section>")
-    parts += [configurations_section(rows, published.tuning), engine_section(rows), wires_section(rows),
+        parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>"
+                     f"{_model_plots(model, model_rows, config.get('p99_bound_ms'))}"
+                     f"{cost_table(model_rows, config.get('p99_bound_ms'))}"
+                     f"{_model_table(model, [r for r in model_rows if r.get('mode') != OVERLOAD_MODE])}"
+                     "</section>")
+    parts += [overload_section(headline), configurations_section(rows, published.tuning), engine_section(rows),
+              wires_section(rows),
               lifecycle_section(rows), features_section(rows), _changes(published.trend, published.regressions),
               _planned_cells(published.plan, rows),
               _failures(rows), _checks(published.parity, rows), _validation(published.validation),

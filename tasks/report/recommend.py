@@ -11,11 +11,25 @@ never ranked. The best stack is the one with the highest such throughput; the ma
 percent of the runner-up, `beyond_noise` says whether the two rows' own noise (`tasks.regress.compare.beyond_noise`)
 is smaller and `noise` holds the figures it was judged on. `group_by_answer` folds the bounds with the same answer
 into one record listing them.
+
+Beside the fastest, each record names the cheapest stack within the bound (`cheapest_per_stack`: each stack's
+cheapest ok point whose p99 stays within it, by `cost_basis`) and its margin: how much more the runner-up costs,
+in % of the cheapest. The cost read is the price of a million inferences where the run was given prices, else the
+server's CPU-core-seconds per 1,000 inferences (tasks/core/cost.py); a GPU point without a price has no
+comparable cost and is not ranked on cost.
+
+And, where the run measured overload (Param overload), the stack that degrades best (`degrades_per_stack`): at the
+highest burst every stack ran (3x its own capacity), the one that recovered, soonest; among those that did not,
+the one that still served most of its capacity during the burst (`goodput_pct`); a stack whose server died is
+never it. Its margin (`overload_margin`) is the runner-up's later recovery in seconds, that the runner-up did not
+recover, or the goodput in points of capacity. Overload does not depend on the p99 bound: each bound's record
+holds the same answer.
 """
 
 from __future__ import annotations
 
 from tasks.core.metrics import number
+from tasks.core.results import OVERLOAD_MODE
 from tasks.regress.compare import beyond_noise, noise_basis
 
 P99_BOUNDS_MS: tuple[float | None, ...] = (10.0, 50.0, 200.0, None)
@@ -51,6 +65,36 @@ def best_per_stack(rows: list[dict], p99_bound_ms: float | None = None) -> list[
     return sorted(best.values(), key=lambda r: (*_rank(r), stack_of(r)))
 
 
+def cost_basis(rows: list[dict]) -> str:
+    """What the cost ranking reads: `price_per_million` where any row has a price, else `server_core_s_per_1k`."""
+    return "price_per_million" if any(number(r.get("price_per_million")) is not None for r in rows) else \
+        "server_core_s_per_1k"
+
+
+def cost_of(row: dict, basis: str) -> float | None:
+    """A row's cost on `basis`; core-seconds leave a GPU row out (its GPU, the larger part, is not in them)."""
+    if basis == "server_core_s_per_1k" and row.get("device") == "gpu":
+        return None
+    return number(row.get(basis))
+
+
+def cheapest_per_stack(rows: list[dict], p99_bound_ms: float | None, basis: str) -> list[dict]:
+    """Each stack's cheapest ok row within the bound on `basis`, cheapest stack first (ties: higher throughput)."""
+    best: dict[str, dict] = {}
+
+    def key(row: dict) -> tuple[float, float, str]:
+        return (cost_of(row, basis), _rank(row)[0], stack_of(row))
+
+    for row in ok_rows(rows):
+        p99 = number(row.get("latency_ms_p99"))
+        if cost_of(row, basis) is None or (p99_bound_ms is not None and (p99 is None or p99 > p99_bound_ms)):
+            continue
+        stack = stack_of(row)
+        if stack not in best or key(row) < key(best[stack]):
+            best[stack] = row
+    return sorted(best.values(), key=key)
+
+
 def _rank(row: dict) -> tuple[float, float]:
     p99 = number(row.get("latency_ms_p99"))
     return (-(number(row.get("throughput_rps")) or 0.0), p99 if p99 is not None else float("inf"))
@@ -66,13 +110,25 @@ def _point(row: dict) -> dict:
             "throughput_rps_ci_low": number(row.get("throughput_rps_ci_low")),
             "throughput_rps_ci_high": number(row.get("throughput_rps_ci_high")), "windows": row.get("windows"),
             "neighbour_cpu_pct": number(row.get("neighbour_cpu_pct")),
-            "server_cpu_share_pct": number(row.get("server_cpu_share_pct"))}
+            "server_cpu_share_pct": number(row.get("server_cpu_share_pct")),
+            "server_core_s_per_1k": number(row.get("server_core_s_per_1k")),
+            "gpu_s_per_1k": number(row.get("gpu_s_per_1k")),
+            "price_per_million": number(row.get("price_per_million"))}
+
+
+def margin_pct(better: float | None, worse: float | None, higher_is_better: bool) -> float | None:
+    """How far the runner-up is behind, in % of the runner-up (higher is better) or of the winner (lower)."""
+    if better is None or worse is None:
+        return None
+    base = worse if higher_is_better else better
+    return 100.0 * abs(better - worse) / base if base else None
 
 
 def recommend(rows: list[dict], bounds: tuple[float | None, ...] = P99_BOUNDS_MS) -> list[dict]:
     """One record per (model, batch size, bound): best stack, runner-up, margin and whether beyond noise."""
     records = []
     groups = sorted({(str(r.get("model")), int(r.get("batch_size") or 0)) for r in ok_rows(rows)})
+    basis = cost_basis(rows)
     for model, batch in groups:
         group = [r for r in rows if str(r.get("model")) == model and int(r.get("batch_size") or 0) == batch]
         stacks = len({stack_of(r) for r in ok_rows(group)})
@@ -80,7 +136,8 @@ def recommend(rows: list[dict], bounds: tuple[float | None, ...] = P99_BOUNDS_MS
             ranked = best_per_stack(group, bound)
             record = {"model": model, "batch_size": batch, "p99_bound_ms": bound, "stacks": stacks,
                       "meeting": len(ranked), "best": None, "runner_up": None, "margin_pct": None,
-                      "beyond_noise": None, "noise": None, "caveats": []}
+                      "beyond_noise": None, "noise": None, "caveats": [], **_cheapest(group, bound, basis),
+                      **_degrades(group)}
             if ranked:
                 top = ranked[0]
                 record["best"] = _point(top)
@@ -102,11 +159,27 @@ def recommend(rows: list[dict], bounds: tuple[float | None, ...] = P99_BOUNDS_MS
     return records
 
 
+def _cheapest(group: list[dict], bound: float | None, basis: str) -> dict:
+    """The cheapest stack within the bound, the next cheapest, and how much more that one costs (% of the
+    cheapest)."""
+    ranked = cheapest_per_stack(group, bound, basis)
+    top = _point(ranked[0]) if ranked else None
+    runner = _point(ranked[1]) if len(ranked) > 1 else None
+    return {"cost_basis": basis, "cheapest": top, "cheapest_runner_up": runner,
+            "cheapest_margin_pct": margin_pct(top[basis], runner[basis], higher_is_better=False)
+            if top and runner else None}
+
+
 def _answer(record: dict) -> tuple:
     def point(p: dict | None) -> tuple | None:
         return None if p is None else (p["stack"], p["mode"], p["load"])
 
-    return record["model"], record["batch_size"], point(record["best"]), point(record["runner_up"])
+    def burst(p: dict | None) -> tuple | None:
+        return None if p is None else (p["stack"], p["overload_factor"])
+
+    return (record["model"], record["batch_size"], point(record["best"]), point(record["runner_up"]),
+            point(record.get("cheapest")), point(record.get("cheapest_runner_up")),
+            burst(record.get("degrades_best")), burst(record.get("degrades_runner_up")))
 
 
 def group_by_answer(records: list[dict]) -> list[dict]:
@@ -120,6 +193,81 @@ def group_by_answer(records: list[dict]) -> list[dict]:
         else:
             groups[key] = {**record, "bounds": [record["p99_bound_ms"]]}
     return list(groups.values())
+
+
+def overload_rows(rows: list[dict]) -> list[dict]:
+    """The ok overload rows (mode overload) with their class and goodput: what the overload ranking reads."""
+    return [r for r in rows if r.get("status") == "ok" and r.get("mode") == OVERLOAD_MODE
+            and r.get("overload_class") and number(r.get("goodput_pct")) is not None]
+
+
+def _degrade_key(row: dict) -> tuple:
+    recovery = number(row.get("recovery_s"))
+    recovered = bool(row.get("recovered")) and recovery is not None
+    p99 = number(row.get("burst_p99_ms"))
+    return (0 if recovered else 1, recovery if recovered else 0.0, -(number(row.get("goodput_pct")) or 0.0),
+            p99 if p99 is not None else float("inf"), stack_of(row))
+
+
+def degrades_per_stack(rows: list[dict]) -> list[dict]:
+    """Each stack's ok overload row at the highest burst factor every stack ran, the one that degrades best first:
+    recovered before not, then sooner, then more goodput (% of capacity), then a lower p99 in the burst."""
+    ok = overload_rows(rows)
+    by_stack: dict[str, set[float]] = {}
+    for row in ok:
+        by_stack.setdefault(stack_of(row), set()).add(number(row.get("overload_factor")) or 0.0)
+    if not by_stack:
+        return []
+    factor = min(max(factors) for factors in by_stack.values())  # the highest burst that every stack ran
+    best: dict[str, dict] = {}
+    for row in ok:
+        if (number(row.get("overload_factor")) or 0.0) == factor:
+            stack = stack_of(row)
+            if stack not in best or _degrade_key(row) < _degrade_key(best[stack]):
+                best[stack] = row
+    return sorted(best.values(), key=_degrade_key)
+
+
+def _burst_point(row: dict) -> dict:
+    return {"stack": stack_of(row), "server": row.get("server"), "format": row.get("format"),
+            "wire": row.get("wire"), "overload_factor": number(row.get("overload_factor")),
+            "capacity_rps": number(row.get("capacity_rps")), "overload_class": row.get("overload_class"),
+            "goodput_pct": number(row.get("goodput_pct")), "burst_p99_ms": number(row.get("burst_p99_ms")),
+            "pre_burst_p99_ms": number(row.get("pre_burst_p99_ms")), "recovery_s": number(row.get("recovery_s")),
+            "recovered": bool(row.get("recovered"))}
+
+
+def overload_margin(top: dict, runner: dict) -> dict:
+    """How far the runner-up degrades worse: {"kind": recovery_s | not_recovered | goodput_pct, "value": ...}."""
+    if top["recovered"] and runner["recovered"]:
+        return {"kind": "recovery_s", "value": runner["recovery_s"] - top["recovery_s"]}
+    if top["recovered"]:
+        return {"kind": "not_recovered", "value": None}
+    return {"kind": "goodput_pct", "value": (top["goodput_pct"] or 0.0) - (runner["goodput_pct"] or 0.0)}
+
+
+def _degrades(group: list[dict]) -> dict:
+    """The stack that degrades best under overload, the runner-up and the margin (None without overload rows)."""
+    ranked = [_burst_point(r) for r in degrades_per_stack(group)]
+    top = ranked[0] if ranked else None
+    runner = ranked[1] if len(ranked) > 1 else None
+    return {"degrades_best": top, "degrades_runner_up": runner,
+            "overload_margin": overload_margin(top, runner) if top and runner else None}
+
+
+def cost_at_bound(rows: list[dict], p99_bound_ms: float | None) -> list[dict]:
+    """Per model, batch size and stack: its cheapest ok point within the bound (`cheapest_per_stack`), with its
+    core-seconds and GPU-seconds per 1,000 inferences and its price per million (None without prices). Sorted by
+    model, batch, cost."""
+    out = []
+    basis = cost_basis(rows)
+    groups = sorted({(str(r.get("model")), int(r.get("batch_size") or 0)) for r in ok_rows(rows)})
+    for model, batch in groups:
+        group = [r for r in rows if str(r.get("model")) == model and int(r.get("batch_size") or 0) == batch]
+        for row in cheapest_per_stack(group, p99_bound_ms, basis):
+            out.append({"model": model, "batch_size": batch, "p99_bound_ms": p99_bound_ms, "basis": basis,
+                        **_point(row)})
+    return out
 
 
 def efficiency(rows: list[dict]) -> list[dict]:

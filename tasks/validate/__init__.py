@@ -2,6 +2,7 @@
 
     outcome.py       the ok rules of a load point, applied once the server's health after it is known
     expectations.py  the results and parity records validated with Great Expectations
+    overload.py      what a stack did under overload: holds, sheds, queues or fails
 """
 
 from tasks.core.faces import lazy_exports

@@ -8,9 +8,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tasks.core.results import CELL_KEY, COLUMNS, KEY_COLUMNS, SCHEMA_VERSION, STATUSES, WIRES
+from tasks.core.results import CELL_KEY, COLUMNS, KEY_COLUMNS, OVERLOAD_MODE, SCHEMA_VERSION, STATUSES, WIRES
+from tasks.validate.overload import OVERLOAD_CLASSES
 
 MEASURED_ROWS = 'status=="ok" or status=="contended"'  # a contended row keeps its (clean) figures
+# ... and of those the steady load points: an overload row's figures are in its own columns (1.7)
+STEADY_ROWS = f'(status=="ok" or status=="contended") and mode!="{OVERLOAD_MODE}"'
+OVERLOAD_ROWS = f'(status=="ok" or status=="contended") and mode=="{OVERLOAD_MODE}"'
 PARITY_COLUMNS = ["model", "format", "max_abs_err", "max_rel_err", "atol", "rtol", "passed"]
 LATENCY_ORDER = ("latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_max")
 
@@ -19,6 +23,7 @@ def results_expectations(expected_rows: int) -> list:
     import great_expectations.expectations as gxe
 
     ok = {"row_condition": MEASURED_ROWS, "condition_parser": "pandas"}
+    steady = {"row_condition": STEADY_ROWS, "condition_parser": "pandas"}
     exps = [
         gxe.ExpectTableColumnsToMatchOrderedList(column_list=list(COLUMNS)),
         gxe.ExpectTableRowCountToEqual(value=expected_rows),
@@ -30,16 +35,49 @@ def results_expectations(expected_rows: int) -> list:
         gxe.ExpectColumnValuesToBeBetween(column="startup_s", min_value=0),
         gxe.ExpectColumnValuesToBeBetween(column="neighbour_cpu_pct", min_value=0, max_value=100),
         gxe.ExpectColumnValuesToNotBeNull(column="host_state", **ok),  # every measured point records the host
-        gxe.ExpectColumnValuesToBeBetween(column="throughput_rps", min_value=0, strict_min=True, **ok),
-        gxe.ExpectColumnValuesToNotBeNull(column="throughput_rps", **ok),
-        gxe.ExpectColumnValuesToNotBeNull(column="latency_ms_p50", **ok),
-        gxe.ExpectColumnValuesToNotBeNull(column="latency_ms_p99", **ok),
+        gxe.ExpectColumnValuesToBeBetween(column="throughput_rps", min_value=0, strict_min=True, **steady),
+        gxe.ExpectColumnValuesToNotBeNull(column="throughput_rps", **steady),
+        gxe.ExpectColumnValuesToNotBeNull(column="latency_ms_p50", **steady),
+        gxe.ExpectColumnValuesToNotBeNull(column="latency_ms_p99", **steady),
         gxe.ExpectColumnValuesToNotBeNull(column="reason", row_condition='status!="ok"', condition_parser="pandas"),
     ]
     exps += [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in KEY_COLUMNS]
-    exps += [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=hi, column_B=lo, or_equal=True, **ok)
+    exps += [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=hi, column_B=lo, or_equal=True, **steady)
              for lo, hi in zip(LATENCY_ORDER, LATENCY_ORDER[1:], strict=False)]
     exps += lifecycle_expectations(ok)
+    exps += cost_expectations()
+    exps += overload_expectations()
+    return exps
+
+
+def overload_expectations() -> list:
+    """Overload rows (schema 1.7, tasks/loadgen/overload.py): a measured one has its class, capacity, goodput and
+    recovery flag; no steady figures (it is never ranked as a load point); the figures in their ranges."""
+    import great_expectations.expectations as gxe
+
+    rows = {"row_condition": OVERLOAD_ROWS, "condition_parser": "pandas"}
+    exps = [gxe.ExpectColumnValuesToNotBeNull(column=c, **rows)
+            for c in ("overload_class", "capacity_rps", "goodput_rps", "recovered", "overload_factor", "overload")]
+    exps.append(gxe.ExpectColumnValuesToBeNull(column="throughput_rps", **rows))
+    exps.append(gxe.ExpectColumnValuesToBeInSet(column="overload_class", value_set=list(OVERLOAD_CLASSES)))
+    exps += [gxe.ExpectColumnValuesToBeBetween(column=c, min_value=0)
+             for c in ("goodput_rps", "goodput_pct", "burst_p99_ms", "pre_burst_p99_ms", "recovery_s")]
+    exps.append(gxe.ExpectColumnValuesToBeBetween(column="capacity_rps", min_value=0, strict_min=True))
+    return exps
+
+
+def cost_expectations() -> list:
+    """What serving costs (schema 1.7, tasks/core/cost.py): never negative; GPU-seconds only on a GPU; a price only
+    where the run was given a core-hour's price."""
+    import great_expectations.expectations as gxe
+
+    exps = [gxe.ExpectColumnValuesToBeBetween(column=c, min_value=0)
+            for c in ("server_core_s_per_1k", "gpu_s_per_1k", "price_per_million", "price_per_core_hour",
+                      "price_per_gpu_hour")]
+    exps.append(gxe.ExpectColumnValuesToBeNull(column="gpu_s_per_1k", row_condition='device=="cpu"',
+                                               condition_parser="pandas"))
+    exps.append(gxe.ExpectColumnValuesToBeNull(column="price_per_million", row_condition="price_per_core_hour.isnull()",
+                                               condition_parser="pandas"))
     return exps
 
 
