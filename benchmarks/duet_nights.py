@@ -58,6 +58,7 @@ parity: {{atol: 1.0e-4, rtol: 1.0e-3, batch_sizes: [1, 4]}}
 """
 CONCURRENCY = 2
 SOLO_METRICS = ("throughput_rps", "server_cpu_us_per_request")  # what a solo session measures
+MIN_REAL_STEP_PCT = 3.0  # a real step smaller than this is not used for the pass-through (solo noise dominates)
 
 
 def _variant(folder: Path, fmt: str, model: str, hidden: int, seed: int):
@@ -102,6 +103,7 @@ def _solo(server_name: str, variant, load, budget, log_dir: Path) -> dict:
 
 def _duet(server_name: str, reference, candidate, load, budget, log_dir: Path, index: int) -> dict:
     from tasks.measure.duet import DuetSettings, measure_duet
+    from tasks.plan.config import RunConfig
     from tasks.regress.duet import DUET_METRICS, DuetThresholds, decided, judge_pairs
     from tasks.serve.launchers.process import ProcessLauncher
 
@@ -109,7 +111,8 @@ def _duet(server_name: str, reference, candidate, load, budget, log_dir: Path, i
     fmt = reference[0].format
     thresholds = DuetThresholds.for_stack(server_name, fmt)
     settings = DuetSettings(run_id="duetbench", duet_id=f"duet{index}", log_dir=log_dir, launcher=ProcessLauncher(),
-                            loads=(load,), server_cpus=budget.cpus, generator_cpus=budget.generator_cpus)
+                            loads=(load,), server_cpus=budget.cpus, generator_cpus=budget.generator_cpus,
+                            min_pairs=RunConfig.duet_min_pairs, max_pairs=RunConfig.duet_max_pairs)
     started = time.monotonic()
     result = measure_duet(_side("reference", server_name, reference, budget),
                           _side("candidate", server_name, candidate, budget), settings,
@@ -173,10 +176,13 @@ def _alarm(judged: list[dict]) -> bool:
 
 def _rejudge(duet: dict, thresholds) -> list[dict]:
     """The duet's pairs judged again under other thresholds (as the pipeline judges a night of one changed cell:
-    Bonferroni over its metrics). The pairs stay those the recording's stopping rule measured."""
+    Bonferroni over its metrics), on at most the run's `duet_max_pairs` of them (a recording made with more pairs
+    is read as the pipeline would have stopped). The pairs stay those the recording's stopping rule measured."""
+    from tasks.plan.config import RunConfig
     from tasks.regress.duet import DUET_METRICS, judge_pairs
 
-    return judge_pairs(duet["pairs"], thresholds, len(DUET_METRICS)) if len(duet["pairs"]) >= 2 else []
+    pairs = duet["pairs"][:RunConfig.duet_max_pairs]
+    return judge_pairs(pairs, thresholds, len(DUET_METRICS)) if len(pairs) >= 2 else []
 
 
 def _thresholds(share: float):
@@ -206,13 +212,14 @@ def _steps(entry: dict) -> dict[str, dict]:
 
 def stack_pass_through(data: dict) -> dict[tuple[str, str], float]:
     """(server, format) -> the share of a real step its duets saw: the median over its models, steps and the two
-    metrics whose real size the solo sessions establish (throughput, CPU per request), within 0.2-1.0."""
+    metrics whose real size the solo sessions establish (throughput, CPU per request), within 0.2-1.0. A step whose
+    real change is under MIN_REAL_STEP_PCT is left out: its ratio is mostly the solo sessions' noise."""
     shares: dict[tuple[str, str], list[float]] = {}
     for key, entry in data["stacks"].items():
         server, fmt, _model = key.split("/")
         for step in _steps(entry).values():
             for m in SOLO_METRICS:
-                if step["real"][m]:
+                if abs(step["real"][m]) >= MIN_REAL_STEP_PCT:
                     ratio = step["seen"][m] / step["real"][m]
                     if ratio == ratio and ratio > 0:
                         shares.setdefault((server, fmt), []).append(ratio)
@@ -248,9 +255,9 @@ def analyse(args: argparse.Namespace) -> int:
             print(f"  step {name}: real {real['throughput_rps']:+.1f} % throughput, "
                   f"{real['server_cpu_us_per_request']:+.1f} % CPU/request; the duets saw "
                   f"{seen['throughput_rps']:+.1f} % and {seen['server_cpu_us_per_request']:+.1f} %")
-        for way, thresholds in (("recorded", None), ("measured", _thresholds(share))):
+        for way, thresholds in (("recorded", _thresholds(DEFAULT_PASS_THROUGH)), ("measured", _thresholds(share))):
             def judged(d: dict, thresholds=thresholds) -> list[dict]:
-                return d["judged"] if thresholds is None else _rejudge(d, thresholds)
+                return _rejudge(d, thresholds)
 
             equal = [_alarm(judged(d)) for d in entry["equal"] if not d["error"]]
             suite_equal[way].append(equal)
