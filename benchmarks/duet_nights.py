@@ -123,7 +123,11 @@ def _duet(server_name: str, reference, candidate, load, budget, log_dir: Path, i
 
 
 def record(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="duetbench-specs-") as specs, \
+    from tasks.runtimes import interrupts
+
+    # Ctrl-C or SIGTERM stops the recording with its servers and folders cleaned up: the handler records the stop
+    # and the load points' loops raise it again (a KeyboardInterrupt raised inside a fork hook is otherwise lost).
+    with interrupts.stop_on_signals(), tempfile.TemporaryDirectory(prefix="duetbench-specs-") as specs, \
             tempfile.TemporaryDirectory(prefix="duetbench-logs-") as log_dir:  # removed also on failure
         os.environ["SERVING_EVAL_MODELS"] = specs
         return _record(args, Path(specs), Path(log_dir))
