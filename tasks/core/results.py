@@ -50,6 +50,12 @@ class Column:
         return ARROW_TYPE_NAMES[self.dtype]
 
 
+def is_overload(row: dict) -> bool:
+    """An overload row (schema 1.7): a burst above capacity, not a steady load point; never ranked, plotted,
+    tuned or judged for regressions (its errors are what a burst is for, its rate moves with each night's capacity)."""
+    return row.get("mode") == OVERLOAD_MODE
+
+
 def version_tuple(version: str) -> tuple[int, ...]:
     """"1.10" -> (1, 10): schema versions compare as numbers, not as text."""
     return tuple(int(part) for part in str(version).split("."))

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from tasks.core.metadata import host_fingerprint
 from tasks.core.metrics import DEFAULT_MIN_EFFECT, HIGHER, METRICS, metrics_where, number
-from tasks.core.results import CELL_KEY, OVERLOAD_MODE, cell_key
+from tasks.core.results import CELL_KEY, cell_key, is_overload
 from tasks.regress.noise import Noise, cell_noises, row_se, winsorized_mean
 
 REGRESSED_METRICS = metrics_where("judged")
@@ -50,12 +50,6 @@ MIN_HISTORY = 3  # fewer baseline nights: `no_history`
 SEGMENT_NIGHTS = 3  # a change may have begun up to this many nights ago (the segment always holds tonight)
 BASELINE_MAX_NIGHTS = 14
 PERSIST_NIGHTS = 3  # a regression seen this many nights in a row becomes the new baseline
-
-
-def is_overload(row: dict) -> bool:
-    """An overload row (schema 1.7): a burst above capacity, not a load point; no regression is judged on it (its
-    errors are what a burst is for, and its capacity, hence its rate, moves with every night's)."""
-    return row.get("mode") == OVERLOAD_MODE
 
 
 def comparison_key(row: dict) -> tuple:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from tasks.core.results import is_overload
 from tasks.measure.inputs import input_changes, inputs_sha, stack_changed
-from tasks.regress.detect import comparison_key, is_overload, verdict_pairs
+from tasks.regress.detect import comparison_key, verdict_pairs
 
 
 @dataclass(frozen=True)

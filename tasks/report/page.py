@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tasks.core.metrics import METRICS, metrics_where, number
-from tasks.core.results import OVERLOAD_MODE, frame_records
+from tasks.core.results import frame_records, is_overload
 from tasks.plan.cells import Cell, rows_of
 from tasks.report.configs import configurations_section, engine_section, headline_rows
 from tasks.report.features import features_section
@@ -366,7 +366,7 @@ def _degrades_cells(record: dict) -> str:
 def overload_section(rows: list[dict]) -> str:
     """Per model, every stack's overload rows (each stack on its best wire): the burst, the class, goodput, p99
     before and during, the recovery; "" when the run measured no overload."""
-    bursts = [r for r in rows if r.get("mode") == OVERLOAD_MODE]
+    bursts = [r for r in rows if is_overload(r)]
     if not bursts:
         return ""
     parts = ["<h2 id=overload>Overload and recovery</h2>",
@@ -743,7 +743,7 @@ def render_report(published: PublishedRun) -> str:
     models = sorted({str(r["model"]) for r in headline})
     nav = "".join(f"<a href='#{h}'>{t}</a>" for h, t in (
         ("recommendation", "Recommendation"), *((f"model-{m}", m) for m in models),
-        *((("overload", "Overload"),) if any(r.get("mode") == OVERLOAD_MODE for r in headline) else ()),
+        *((("overload", "Overload"),) if any(is_overload(r) for r in headline) else ()),
         ("wires", "Wires"),
         ("lifecycle", "Lifecycle"), ("features", "Features"), ("changes", "Changes"),
         ("cells", "Cells"), ("failures", "Failures"), ("checks", "Output checks"), ("provenance", "Provenance")))
@@ -761,7 +761,7 @@ def render_report(published: PublishedRun) -> str:
         parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>"
                      f"{_model_plots(model, model_rows, config.get('p99_bound_ms'))}"
                      f"{cost_table(model_rows, config.get('p99_bound_ms'))}"
-                     f"{_model_table(model, [r for r in model_rows if r.get('mode') != OVERLOAD_MODE])}"
+                     f"{_model_table(model, [r for r in model_rows if not is_overload(r)])}"
                      "</section>")
     parts += [overload_section(headline), configurations_section(rows, published.tuning), engine_section(rows),
               wires_section(rows),

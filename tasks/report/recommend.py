@@ -28,8 +28,10 @@ holds the same answer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tasks.core.metrics import number
-from tasks.core.results import OVERLOAD_MODE
+from tasks.core.results import is_overload
 from tasks.regress.compare import beyond_noise, noise_basis
 
 P99_BOUNDS_MS: tuple[float | None, ...] = (10.0, 50.0, 200.0, None)
@@ -52,17 +54,23 @@ def ok_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r.get("status") == "ok" and number(r.get("throughput_rps")) is not None]
 
 
-def best_per_stack(rows: list[dict], p99_bound_ms: float | None = None) -> list[dict]:
-    """Each stack's highest-throughput ok row within the bound, best stack first (ties: lower p99, name)."""
+def _best_of_each_stack(rows: list[dict], p99_bound_ms: float | None, key: Callable[[dict], tuple]) -> list[dict]:
+    """Each stack's ok row within the bound that sorts first by `key` (rows `key` cannot rank, None, left out), the
+    stacks in that order."""
     best: dict[str, dict] = {}
     for row in ok_rows(rows):
         p99 = number(row.get("latency_ms_p99"))
-        if p99_bound_ms is not None and (p99 is None or p99 > p99_bound_ms):
+        if key(row) is None or (p99_bound_ms is not None and (p99 is None or p99 > p99_bound_ms)):
             continue
         stack = stack_of(row)
-        if stack not in best or _rank(row) < _rank(best[stack]):
+        if stack not in best or key(row) < key(best[stack]):
             best[stack] = row
-    return sorted(best.values(), key=lambda r: (*_rank(r), stack_of(r)))
+    return sorted(best.values(), key=key)
+
+
+def best_per_stack(rows: list[dict], p99_bound_ms: float | None = None) -> list[dict]:
+    """Each stack's highest-throughput ok row within the bound, best stack first (ties: lower p99, name)."""
+    return _best_of_each_stack(rows, p99_bound_ms, lambda r: (*_rank(r), stack_of(r)))
 
 
 def cost_basis(rows: list[dict]) -> str:
@@ -80,19 +88,11 @@ def cost_of(row: dict, basis: str) -> float | None:
 
 def cheapest_per_stack(rows: list[dict], p99_bound_ms: float | None, basis: str) -> list[dict]:
     """Each stack's cheapest ok row within the bound on `basis`, cheapest stack first (ties: higher throughput)."""
-    best: dict[str, dict] = {}
+    def key(row: dict) -> tuple[float, float, str] | None:
+        cost = cost_of(row, basis)
+        return None if cost is None else (cost, _rank(row)[0], stack_of(row))
 
-    def key(row: dict) -> tuple[float, float, str]:
-        return (cost_of(row, basis), _rank(row)[0], stack_of(row))
-
-    for row in ok_rows(rows):
-        p99 = number(row.get("latency_ms_p99"))
-        if cost_of(row, basis) is None or (p99_bound_ms is not None and (p99 is None or p99 > p99_bound_ms)):
-            continue
-        stack = stack_of(row)
-        if stack not in best or key(row) < key(best[stack]):
-            best[stack] = row
-    return sorted(best.values(), key=key)
+    return _best_of_each_stack(rows, p99_bound_ms, key)
 
 
 def _rank(row: dict) -> tuple[float, float]:
@@ -197,7 +197,7 @@ def group_by_answer(records: list[dict]) -> list[dict]:
 
 def overload_rows(rows: list[dict]) -> list[dict]:
     """The ok overload rows (mode overload) with their class and goodput: what the overload ranking reads."""
-    return [r for r in rows if r.get("status") == "ok" and r.get("mode") == OVERLOAD_MODE
+    return [r for r in rows if r.get("status") == "ok" and is_overload(r)
             and r.get("overload_class") and number(r.get("goodput_pct")) is not None]
 
 
