@@ -113,3 +113,20 @@ def test_the_digest_never_names_a_burst_as_a_runner_up():
     frame = pd.DataFrame([steady("triton", 2000.0, 40.0, 200.0), burst("kserve", 3.0, "queues", 90.0, 1.0)])
     (best,) = best_stacks(frame)
     assert best["server"] == "triton" and best["runner_up"] is None
+
+
+def test_the_first_screen_shows_every_stacks_behaviour_at_its_highest_burst_before_the_explanations():
+    dead = burst("torchserve", 3.0, "fails", 0.0, None, status="failed")
+    files = {"results.parquet": to_parquet_bytes(to_frame([*rows(), dead])), "validation.json": b'{"success": true}'}
+    page = render_report(PublishedRun.from_files(files, RUN))
+    start = page.index("id=recommendation")
+    glance = re.search(r"<table class=overload-glance>.*?</table>", page, re.S)
+    note = page.index("<p class=note>", start)
+    # the answers come first: the recommendation's table, then every stack's burst, then what the columns mean
+    assert start < page.index("<table class=recommendation>") < glance.start() < note
+    stacks = re.findall(r"<th class=l>([a-z]+/onnx)</th>", glance.group(0))
+    cells = dict(zip(stacks, re.findall(r"<td class=l><b>([a-z]+)</b> at 3 ×", glance.group(0)), strict=True))
+    # each stack at the highest burst it ran (custom's 1.5x "holds" is not its answer), a dead server included
+    assert cells == {"custom/onnx": "sheds", "kserve/onnx": "queues", "torchserve/onnx": "fails",
+                     "triton/onnx": "queues"}
+    assert "server died" in glance.group(0) and "recovered in 0.500 s" in glance.group(0)

@@ -445,8 +445,9 @@ def _recommendation(rows: list[dict], p99_bound_ms: float | None = None) -> str:
              "every stack ran (3 × its own capacity), the stack that recovered soonest after it, or, where none "
              "recovered, that still served the most of its capacity during it; <i>ahead by</i>: the runner-up's later "
              "recovery, or its goodput in points of capacity (<a href='#overload'>Overload</a>).</p>"]
+    note = parts.pop()  # the explanation follows the tables: the first screen shows the answers
     if not records:
-        return "".join(parts) + "<p>No ok cell to recommend from.</p>"
+        return "".join(parts) + "<p>No ok cell to recommend from.</p>" + note
     overload = any(r.get("degrades_best") for r in records)  # the columns only where the run measured overload
     parts.append("<table class=recommendation><tr><th class=l>model</th><th>batch</th><th class=l>p99 bounds</th>"
                  "<th class=l>fastest stack</th><th class=l>runner-up</th><th>margin</th><th class=l>beyond noise</th>"
@@ -469,6 +470,40 @@ def _recommendation(rows: list[dict], p99_bound_ms: float | None = None) -> str:
                      f"<td>{_cheaper_text(r)}</td>"
                      f"{_degrades_cells(r) if overload else ''}"
                      f"<td class=l>{_esc('; '.join(r['caveats']))}</td></tr>")
+    parts.append("</table>")
+    return "".join(parts) + overload_glance(rows) + note
+
+
+def overload_glance(rows: list[dict]) -> str:
+    """Per model and batch size, how every stack behaved at the highest burst it ran (its class, goodput and
+    recovery, or that its server died), one line of stacks; "" when the run measured no overload."""
+    bursts: dict[tuple[str, int], dict[str, dict]] = {}
+    for r in rows:
+        if not is_overload(r) or r.get("status") not in ("ok", "failed") or not r.get("overload_class"):
+            continue
+        cell = bursts.setdefault((str(r["model"]), int(r.get("batch_size") or 0)), {})
+        factor = number(r.get("overload_factor")) or 0.0
+        held = cell.get(stack_of(r))
+        if held is None or factor > (number(held.get("overload_factor")) or 0.0):
+            cell[stack_of(r)] = r
+    if not bursts:
+        return ""
+    stacks = sorted({s for cell in bursts.values() for s in cell})
+    parts = ["<h3>Under overload, every stack</h3><table class=overload-glance><tr><th class=l>model</th><th>batch</th>"
+             + "".join(f"<th class=l>{_esc(s)}</th>" for s in stacks) + "</tr>"]
+    for (model, batch), cell in sorted(bursts.items()):
+        tds = []
+        for stack in stacks:
+            r = cell.get(stack)
+            if r is None:
+                tds.append("<td class=l>–</td>")
+                continue
+            recovery = (f"recovered in {format_value(number(r.get('recovery_s')))} s" if r.get("recovered")
+                        else "server died" if r.get("overload_class") == "fails" else "did not recover")
+            goodput, factor = number(r.get("goodput_pct")), number(r.get("overload_factor")) or 0.0
+            tds.append(f"<td class=l><b>{_esc(r['overload_class'])}</b> at {factor:g} ×<br><small>goodput "
+                       f"{'–' if goodput is None else f'{goodput:.0f} %'}, {recovery}</small></td>")
+        parts.append(f"<tr><td class=l>{_esc(model)}</td><td>{batch}</td>{''.join(tds)}</tr>")
     parts.append("</table>")
     return "".join(parts)
 
