@@ -3,7 +3,7 @@ real step of about 5 % and 10 % is found on its first night, how much of a real 
 and what it costs in measuring time. The figures docs/regressions.md quotes.
 
     .venv/bin/python benchmarks/duet_nights.py record [--stacks custom/onnx,triton/onnx,...] [--equal 20]
-        [--steps 10] [--solo 20] [--duration-s 2] --out benchmarks/data/duet_nights.json
+        [--steps 10] [--solo 20] [--engine 8] [--duration-s 2] --out benchmarks/data/duet_nights.json
     .venv/bin/python benchmarks/duet_nights.py analyse [--data benchmarks/data/duet_nights.json]
 
 Per stack (server/format) and model (`light`: the MLP, hidden 256, where a request is mostly the stack's own
@@ -14,7 +14,12 @@ overhead; `heavy`: the MLP at hidden 2048, where it is mostly compute):
 - `--equal` changed-but-equal nights: the base model against the same architecture re-exported with another
   seed (another file, another SHA-256, the same compute), one duet each, judged as the pipeline judges
   (tasks/regress/duet.py, with the pass-through PASS_THROUGH holds for the stack when recorded);
-- `--steps` duets of the base against each step's model (first-night detection).
+- `--steps` duets of the base against each step's model (first-night detection);
+- `--engine` rounds of the engine alone, in process (tasks/measure/engine_speed.py, one thread on the servers'
+  core), the base and each step's model in turn within a round: the step's engine time per call, its change read
+  round by round, so the host's drift cancels. The solo sessions' medians drift with the host (±25 % on the heavy
+  MLP here); the engine's rounds give the step's size in µs of work per request, which over the base's solo CPU
+  per request is the step a server sees.
 Every duet is the pipeline's own (tasks/measure/duet.py with the run's pair rule), on the process launcher, at
 concurrency 2, with the run's default thresholds; the noise floor is the default (no A/A here).
 
@@ -101,6 +106,15 @@ def _solo(server_name: str, variant, load, budget, log_dir: Path) -> dict:
             cpu / 100 / m.throughput_rps * 1e6 if cpu and m.throughput_rps else None, "errors": m.errors}
 
 
+def _engine_us(variant, budget) -> float | None:
+    """The engine's time per call (µs) for the variant in process, one thread on the servers' CPUs."""
+    from tasks.measure.engine_speed import measure_in_process
+
+    artifact, spec = variant
+    out = measure_in_process(artifact, spec, 1, 1, budget.cpus)
+    return 1e6 / out["rps"] if out and out.get("rps") else None
+
+
 def _duet(server_name: str, reference, candidate, load, budget, log_dir: Path, index: int) -> dict:
     from tasks.measure.duet import DuetSettings, measure_duet
     from tasks.plan.config import RunConfig
@@ -154,6 +168,10 @@ def _record(args: argparse.Namespace, specs: Path, log_dir: Path) -> int:
             for _ in range(args.solo):  # round-robin: the host's drift hits each variant alike
                 for name, variant in (("base", base), *steps.items()):
                     entry["solo"][name].append(_solo(server_name, variant, load, budget, log_dir))
+            entry["engine"] = {name: [] for name in ("base", *steps)}
+            for _ in range(args.engine):  # round by round, each variant in turn: the drift cancels in a round
+                for name, variant in (("base", base), *steps.items()):
+                    entry["engine"][name].append(_engine_us(variant, budget))
             for seed in range(1, args.equal + 1):
                 index += 1
                 entry["equal"].append(_duet(server_name, base, _variant(specs, fmt, model, MODELS[model], seed), load,
@@ -204,13 +222,29 @@ def _seen(duets: list[dict], metric: str) -> float:
                     for d in duets if d["judged"]])
 
 
+def _engine_step_us(entry: dict, name: str) -> float | None:
+    """The step's extra engine time per call (µs): the median over rounds of (step - base) within a round."""
+    rounds = entry.get("engine") or {}
+    deltas = [b - a for a, b in zip(rounds.get("base", []), rounds.get(name, []), strict=False)
+              if a is not None and b is not None]
+    return statistics.median(deltas) if deltas else None
+
+
 def _steps(entry: dict) -> dict[str, dict]:
-    """Each step's real change (solo medians against the base's) and what its duets saw, per metric, in percent."""
+    """Each step's real change and what its duets saw, per metric, in percent. The real change is the engine's
+    (its extra µs per call, round by round, over the base's solo CPU per request; throughput the inverse) where
+    the recording has engine rounds, else the solo medians' change; both are kept ("solo", "engine")."""
     base = {m: _median([x[m] for x in entry["solo"]["base"]]) for m in SOLO_METRICS}
     out = {}
     for name, duets in entry["steps"].items():
-        real = {m: 100 * (_median([x[m] for x in entry["solo"][name]]) / base[m] - 1) for m in SOLO_METRICS}
-        out[name] = {"real": real, "seen": {m: _seen(duets, m) for m in SOLO_METRICS}}
+        solo = {m: 100 * (_median([x[m] for x in entry["solo"][name]]) / base[m] - 1) for m in SOLO_METRICS}
+        extra_us = _engine_step_us(entry, name)
+        engine = None if extra_us is None else {
+            "server_cpu_us_per_request": 100 * extra_us / base["server_cpu_us_per_request"],
+            "throughput_rps": 100 * (base["server_cpu_us_per_request"]
+                                     / (base["server_cpu_us_per_request"] + extra_us) - 1)}
+        out[name] = {"real": engine or solo, "solo": solo, "engine": engine, "extra_us": extra_us,
+                     "seen": {m: _seen(duets, m) for m in SOLO_METRICS}}
     return out
 
 
@@ -238,8 +272,10 @@ def analyse(args: argparse.Namespace) -> int:
 
     data = json.loads(Path(args.data).read_text())
     s = data["settings"]
-    print(f"duets at concurrency {CONCURRENCY}, {s['duration_s']:g} s per pair; real step = change of the median of "
-          f"{s['solo']} solo sessions; {s['equal']} changed-but-equal nights and {s['steps']} trials per step a cell")
+    real = (f"the engine's extra time a call over {s.get('engine')} rounds in process, over the base's solo CPU per "
+            "request" if s.get("engine") else f"change of the median of {s['solo']} solo sessions")
+    print(f"duets at concurrency {CONCURRENCY}, {s['duration_s']:g} s per pair; real step = {real}; {s['equal']} "
+          f"changed-but-equal nights and {s['steps']} trials per step a cell")
     shares = stack_pass_through(data)
     ways = ("recorded", "measured")  # thresholds: the default pass-through, the stack's own
     suite_equal: dict[str, list[list[bool]]] = {w: [] for w in ways}
@@ -255,9 +291,12 @@ def analyse(args: argparse.Namespace) -> int:
               f"{_median([len(d['pairs']) for d in every]):g} pairs (median)"
               + (f"; {len(failed)} duets failed (first: {failed[0][:300]})" if failed else ""))
         for name, step in _steps(entry).items():
-            real, seen = step["real"], step["seen"]
-            print(f"  step {name}: real {real['throughput_rps']:+.1f} % throughput, "
-                  f"{real['server_cpu_us_per_request']:+.1f} % CPU/request; the duets saw "
+            solo, seen, engine = step["solo"], step["seen"], step["engine"]
+            engine_text = ("" if engine is None else
+                           f"; the engine in process {step['extra_us']:+.0f} us a call: {engine['throughput_rps']:+.1f}"
+                           f" %, {engine['server_cpu_us_per_request']:+.1f} % (the real step)")
+            print(f"  step {name}: solo sessions {solo['throughput_rps']:+.1f} % throughput, "
+                  f"{solo['server_cpu_us_per_request']:+.1f} % CPU/request{engine_text}; the duets saw "
                   f"{seen['throughput_rps']:+.1f} % and {seen['server_cpu_us_per_request']:+.1f} %")
         for way, thresholds in (("recorded", _thresholds(DEFAULT_PASS_THROUGH)), ("measured", _thresholds(share))):
             def judged(d: dict, thresholds=thresholds) -> list[dict]:
@@ -297,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--equal", type=int, default=20)
     rec.add_argument("--steps", type=int, default=10)
     rec.add_argument("--solo", type=int, default=20)
+    rec.add_argument("--engine", type=int, default=8, help="rounds of the engine alone in process (0: none)")
     rec.add_argument("--duration-s", type=float, default=2.0)
     rec.add_argument("--warmup-s", type=float, default=0.5)
     rec.add_argument("--out", default=str(DEFAULT_DATA))

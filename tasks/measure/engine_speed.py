@@ -41,12 +41,14 @@ def engine_speed(artifact: Artifact, spec: ModelSpec, batch_size: int, threads: 
         fcntl.flock(lock, fcntl.LOCK_EX)
         known = json.loads(cache.read_text()) if cache.is_file() else {}
         if key not in known:
-            known[key] = _measure(artifact, spec, batch_size, threads, cpus)
+            known[key] = measure_in_process(artifact, spec, batch_size, threads, cpus)
             cache.write_text(json.dumps(known))
     return known[key]
 
 
-def _measure(artifact: Artifact, spec: ModelSpec, batch_size: int, threads: int, cpus: tuple[int, ...]) -> dict | None:
+def measure_in_process(artifact: Artifact, spec: ModelSpec, batch_size: int, threads: int,
+                       cpus: tuple[int, ...]) -> dict | None:
+    """One uncached measurement of the artifact in process ({"engine", "rps", "p50_ms", ...}), or None."""
     env = ensure_runtime("custom")
     with tempfile.TemporaryDirectory(prefix="serving-eval-engine-") as tmp:
         work = Path(tmp)
