@@ -465,13 +465,19 @@ def _recommendation(rows: list[dict], p99_bound_ms: float | None = None) -> str:
             f"+{r['margin_pct']:.1f} %" if r["margin_pct"] is not None else "–")
         parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
                      f"<td class=l>{_point_text(r['best'])}</td><td class=l>{_point_text(r['runner_up'])}</td>"
-                     f"<td>{margin}</td><td class=l>{_esc(noise_text(r))}</td>"
+                     f"<td>{margin}</td>{_noise_cell(noise_text(r))}"
                      f"<td class=l>{_cost_text(r.get('cheapest'), r.get('cost_basis'))}</td>"
                      f"<td>{_cheaper_text(r)}</td>"
                      f"{_degrades_cells(r) if overload else ''}"
                      f"<td class=l>{_esc('; '.join(r['caveats']))}</td></tr>")
     parts.append("</table>")
     return "".join(parts) + overload_glance(rows) + note
+
+
+def _noise_cell(text: str) -> str:
+    """"yes" or "no, within noise" in the table, the figures it was judged on on hover: the rows stay one screen."""
+    short = text.split(":", 1)[0] if ":" in text else text
+    return f"<td class=l title='{_esc(text)}'>{_esc(short)}</td>"
 
 
 def overload_glance(rows: list[dict]) -> str:
@@ -489,7 +495,10 @@ def overload_glance(rows: list[dict]) -> str:
     if not bursts:
         return ""
     stacks = sorted({s for cell in bursts.values() for s in cell})
-    parts = ["<h3>Under overload, every stack</h3><table class=overload-glance><tr><th class=l>model</th><th>batch</th>"
+    factors = {number(r.get("overload_factor")) or 0.0 for cell in bursts.values() for r in cell.values()}
+    one = factors.pop() if len(factors) == 1 else None  # every stack's highest burst the same: said once
+    title = f"Under {one:g} × overload, every stack" if one is not None else "Under overload, every stack"
+    parts = [f"<h3>{title}</h3><table class=overload-glance><tr><th class=l>model</th><th>batch</th>"
              + "".join(f"<th class=l>{_esc(s)}</th>" for s in stacks) + "</tr>"]
     for (model, batch), cell in sorted(bursts.items()):
         tds = []
@@ -501,7 +510,8 @@ def overload_glance(rows: list[dict]) -> str:
             recovery = (f"recovered in {format_value(number(r.get('recovery_s')))} s" if r.get("recovered")
                         else "server died" if r.get("overload_class") == "fails" else "did not recover")
             goodput, factor = number(r.get("goodput_pct")), number(r.get("overload_factor")) or 0.0
-            tds.append(f"<td class=l><b>{_esc(r['overload_class'])}</b> at {factor:g} ×<br><small>goodput "
+            at = "" if one is not None else f" at {factor:g} ×"
+            tds.append(f"<td class=l><b>{_esc(r['overload_class'])}</b>{at}<br><small>goodput "
                        f"{'–' if goodput is None else f'{goodput:.0f} %'}, {recovery}</small></td>")
         parts.append(f"<tr><td class=l>{_esc(model)}</td><td>{batch}</td>{''.join(tds)}</tr>")
     parts.append("</table>")
