@@ -4,7 +4,7 @@ and what it costs in measuring time. The figures docs/regressions.md quotes.
 
     .venv/bin/python benchmarks/duet_nights.py record [--stacks custom/onnx,triton/onnx,...] [--equal 20]
         [--steps 10] [--solo 20] [--engine 8] [--duration-s 2] --out benchmarks/data/duet_nights.json
-    .venv/bin/python benchmarks/duet_nights.py analyse [--data benchmarks/data/duet_nights.json]
+    .venv/bin/python benchmarks/duet_nights.py analyse [--data benchmarks/data/duet_nights_1600utc.json]
 
 Per stack (server/format) and model (`light`: the MLP, hidden 256, where a request is mostly the stack's own
 overhead; `heavy`: the MLP at hidden 2048, where it is mostly compute):
@@ -342,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--out", default=str(DEFAULT_DATA))
     rec.set_defaults(func=record)
     ana = sub.add_parser("analyse")
-    ana.add_argument("--data", default=str(DEFAULT_DATA))
+    recordings = sorted(DEFAULT_DATA.parent.glob("duet_nights*.json"), key=lambda p: p.stat().st_mtime)
+    ana.add_argument("--data", default=str(DEFAULT_DATA if DEFAULT_DATA.exists() or not recordings else recordings[-1]),
+                     help="a recording (default: duet_nights.json, else the newest duet_nights*.json)")
     ana.set_defaults(func=analyse)
     args = parser.parse_args(argv)
     return args.func(args)
