@@ -47,6 +47,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 DEFAULT_DATA = REPO / "benchmarks" / "data" / "duet_nights.json"
+FIRST_RECORDING = REPO / "benchmarks" / "data" / "duet_nights_1600utc.json"  # servers kept per duet, no engine rounds
 MODELS = {"light": 256, "heavy": 2048}  # the MLP's hidden width of each model
 STEPS = {"light": {"5pct": 320, "10pct": 384}, "heavy": {"5pct": 2100, "10pct": 2150}}  # step -> hidden width
 MLP_SPEC = """name: {name}
@@ -342,9 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--out", default=str(DEFAULT_DATA))
     rec.set_defaults(func=record)
     ana = sub.add_parser("analyse")
-    recordings = sorted(DEFAULT_DATA.parent.glob("duet_nights*.json"), key=lambda p: p.stat().st_mtime)
-    ana.add_argument("--data", default=str(DEFAULT_DATA if DEFAULT_DATA.exists() or not recordings else recordings[-1]),
-                     help="a recording (default: duet_nights.json, else the newest duet_nights*.json)")
+    ana.add_argument("--data", default=str(DEFAULT_DATA if DEFAULT_DATA.exists() else FIRST_RECORDING),
+                     help="a recording (default: duet_nights.json once recorded, else the first recording)")
     ana.set_defaults(func=analyse)
     args = parser.parse_args(argv)
     return args.func(args)

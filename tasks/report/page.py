@@ -340,11 +340,17 @@ def _burst_text(point: dict | None) -> str:
     if point is None:
         return "–"
     wire = f" over {_esc(point['wire'])}" if point.get("wire") else ""
-    recovery = (f"recovered in {format_value(point['recovery_s'])} s" if point["recovered"]
-                else "did not recover")
+    recovery = _recovery_words(point["recovered"], point["recovery_s"], point["overload_class"])
     return (f"<b>{_esc(point['stack'])}</b>{wire}<br><small>{_esc(point['overload_class'])} at "
             f"{format_value(point['overload_factor'])} × capacity, {recovery}, goodput "
             f"{point['goodput_pct']:.0f} % of capacity</small>")
+
+
+def _recovery_words(recovered: bool, recovery_s: float | None, overload_class: str | None) -> str:
+    """How a burst ended: "recovered in 0.5 s", "server died" or "did not recover"."""
+    if recovered:
+        return f"recovered in {format_value(recovery_s)} s"
+    return "server died" if overload_class == "fails" else "did not recover"
 
 
 def _degrades_cells(record: dict) -> str:
@@ -428,24 +434,24 @@ def noise_text(record: dict) -> str:
 def _recommendation(rows: list[dict], p99_bound_ms: float | None = None) -> str:
     records = group_by_answer(recommend(rows, bounds_for(p99_bound_ms)))
     run_bound = "" if number(p99_bound_ms) is None else f" (with this run's own p99_bound_ms, {p99_bound_ms:,g} ms)"
-    parts = ["<h2 id=recommendation>Recommendation</h2>",
-             f"<p class=note>For each model and p99 bound{run_bound}: the stack (server/format, on its best wire) with "
-             "the highest throughput among its ok load points whose p99 stays within the bound, the runner-up, and the "
-             "margin in % of the runner-up; one row per answer, with the bounds it holds for. Contended points "
-             "(measured while other work took the host's CPU) are not ranked. <i>Beyond noise</i>: the two points' "
-             "95 % throughput intervals do not overlap, or without intervals the difference exceeds "
-             "2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) of the windows' CV. A large margin can still be within noise: an "
-             "interval comes from the point's few windows (three windows give about ±4 standard errors), so a short, "
-             "unsteady or disturbed point has a wide one; a longer <code>duration_s</code> or a quieter host narrows "
-             "it. <i>Cheapest</i>: the stack whose cheapest ok point within the bound costs least per inference — the "
-             "price of a million inferences where the run was given <code>price_per_core_hour</code> (and "
-             "<code>price_per_gpu_hour</code>), else the server's CPU-core-seconds per 1,000 inferences (a GPU point "
-             "then has no comparable cost); <i>costs less by</i>: how much more the next cheapest costs, in % of the "
-             "cheapest. <i>Degrades best under overload</i> (runs with <code>overload</code>): at the highest burst "
-             "every stack ran (3 × its own capacity), the stack that recovered soonest after it, or, where none "
-             "recovered, that still served the most of its capacity during it; <i>ahead by</i>: the runner-up's later "
-             "recovery, or its goodput in points of capacity (<a href='#overload'>Overload</a>).</p>"]
-    note = parts.pop()  # the explanation follows the tables: the first screen shows the answers
+    parts = ["<h2 id=recommendation>Recommendation</h2>"]
+    # the explanation follows the tables: the first screen shows the answers
+    note = (f"<p class=note>For each model and p99 bound{run_bound}: the stack (server/format, on its best wire) with "
+            "the highest throughput among its ok load points whose p99 stays within the bound, the runner-up, and the "
+            "margin in % of the runner-up; one row per answer, with the bounds it holds for. Contended points "
+            "(measured while other work took the host's CPU) are not ranked. <i>Beyond noise</i>: the two points' "
+            "95 % throughput intervals do not overlap, or without intervals the difference exceeds "
+            "2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) of the windows' CV. A large margin can still be within noise: an "
+            "interval comes from the point's few windows (three windows give about ±4 standard errors), so a short, "
+            "unsteady or disturbed point has a wide one; a longer <code>duration_s</code> or a quieter host narrows "
+            "it. <i>Cheapest</i>: the stack whose cheapest ok point within the bound costs least per inference — the "
+            "price of a million inferences where the run was given <code>price_per_core_hour</code> (and "
+            "<code>price_per_gpu_hour</code>), else the server's CPU-core-seconds per 1,000 inferences (a GPU point "
+            "then has no comparable cost); <i>costs less by</i>: how much more the next cheapest costs, in % of the "
+            "cheapest. <i>Degrades best under overload</i> (runs with <code>overload</code>): at the highest burst "
+            "every stack ran (3 × its own capacity), the stack that recovered soonest after it, or, where none "
+            "recovered, that still served the most of its capacity during it; <i>ahead by</i>: the runner-up's later "
+            "recovery, or its goodput in points of capacity (<a href='#overload'>Overload</a>).</p>")
     if not records:
         return "".join(parts) + "<p>No ok cell to recommend from.</p>" + note
     overload = any(r.get("degrades_best") for r in records)  # the columns only where the run measured overload
@@ -465,7 +471,7 @@ def _recommendation(rows: list[dict], p99_bound_ms: float | None = None) -> str:
             f"+{r['margin_pct']:.1f} %" if r["margin_pct"] is not None else "–")
         parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
                      f"<td class=l>{_point_text(r['best'])}</td><td class=l>{_point_text(r['runner_up'])}</td>"
-                     f"<td>{margin}</td>{_noise_cell(noise_text(r))}"
+                     f"<td>{margin}</td>{_noise_cell(r)}"
                      f"<td class=l>{_cost_text(r.get('cheapest'), r.get('cost_basis'))}</td>"
                      f"<td>{_cheaper_text(r)}</td>"
                      f"{_degrades_cells(r) if overload else ''}"
@@ -474,10 +480,16 @@ def _recommendation(rows: list[dict], p99_bound_ms: float | None = None) -> str:
     return "".join(parts) + overload_glance(rows) + note
 
 
-def _noise_cell(text: str) -> str:
-    """"yes" or "no, within noise" in the table, the figures it was judged on on hover: the rows stay one screen."""
-    short = text.split(":", 1)[0] if ":" in text else text
-    return f"<td class=l title='{_esc(text)}'>{_esc(short)}</td>"
+def _noise_cell(record: dict) -> str:
+    """"yes" or "no, within noise" in the table, the figures it was judged on (`noise_text`) on hover: the rows
+    stay one screen."""
+    if record["runner_up"] is None:
+        short = "–"
+    elif record.get("noise") is None or record["beyond_noise"] is None:
+        short = "unknown"
+    else:
+        short = "yes" if record["beyond_noise"] else "no, within noise"
+    return f"<td class=l title='{_esc(noise_text(record))}'>{short}</td>"
 
 
 def overload_glance(rows: list[dict]) -> str:
@@ -507,10 +519,9 @@ def overload_glance(rows: list[dict]) -> str:
             if r is None:
                 tds.append("<td class=l>–</td>")
                 continue
-            recovery = (f"recovered in {format_value(number(r.get('recovery_s')))} s" if r.get("recovered")
-                        else "server died" if r.get("overload_class") == "fails" else "did not recover")
-            goodput, factor = number(r.get("goodput_pct")), number(r.get("overload_factor")) or 0.0
-            at = "" if one is not None else f" at {factor:g} ×"
+            recovery = _recovery_words(bool(r.get("recovered")), number(r.get("recovery_s")), r["overload_class"])
+            goodput = number(r.get("goodput_pct"))
+            at = "" if one is not None else f" at {number(r.get('overload_factor')) or 0.0:g} ×"
             tds.append(f"<td class=l><b>{_esc(r['overload_class'])}</b>{at}<br><small>goodput "
                        f"{'–' if goodput is None else f'{goodput:.0f} %'}, {recovery}</small></td>")
         parts.append(f"<tr><td class=l>{_esc(model)}</td><td>{batch}</td>{''.join(tds)}</tr>")
