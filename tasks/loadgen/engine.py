@@ -11,8 +11,10 @@ on one host it must not take CPU from the server it measures.
 
 Stop rules, all written down here: the measured time ends `duration_s` after the warm-up, or earlier at a
 window boundary when `stop_when_stable` is set and the stability rule of `recording.window_stable` holds
-after at least `min_windows` windows. In-flight requests then get at most `request_timeout_s` + DRAIN_GRACE_S;
-a request in flight longer than `request_timeout_s` is aborted and counted as a timeout.
+after at least `min_windows` windows. In-flight requests then get at most `request_timeout_s` + DRAIN_GRACE_S.
+Every request is bounded by `request_timeout_s` from its scheduled send (closed loop: its send), the same start
+its latency is measured from: one in flight past it is aborted and counted as a timeout, one still waiting in
+the open loop's backlog then is given up unsent (`not_sent`), one sent late gets what is left of it.
 """
 
 from __future__ import annotations
@@ -114,7 +116,8 @@ class _Driver:
             await asyncio.sleep(WATCHDOG_PERIOD_S)
             now = monotonic_ns()
             for conn in list(self.conns):
-                if conn.busy and now - conn.sent_ns > self.timeout_ns:
+                # from the scheduled send in the open loop (the user's wait, as the latency); closed: the send
+                if conn.busy and now - (conn.scheduled_ns or conn.sent_ns) > self.timeout_ns:
                     conn.busy = False
                     self.record(conn.scheduled_ns, conn.sent_ns, now, TIMEOUT, conn.slot)
                     self.note_error(TIMEOUT, f"no response within {self.settings.request_timeout_s:g} s "
@@ -321,7 +324,10 @@ class _Scheduled:
     warm_end: int
     end: int
     generator_late: int
+    timeout_ns: int
     backlog: collections.deque[int]
+    record: Callable[..., None]
+    note_error: Callable[[int, str, int], None]
 
     def init_schedule(self, schedule_ns: np.ndarray) -> None:
         self.schedule = np.asarray(schedule_ns, dtype=np.int64)
@@ -347,6 +353,8 @@ class _Scheduled:
 
     def tick(self) -> None:
         now = monotonic_ns()
+        if self.backlog and now - self.backlog[0] >= self.timeout_ns:
+            self.expire_backlog(now)  # also while no completion comes to take from the backlog
         dues, i, n, issue = self.dues, self.next_index, self.last, self.issue_due
         while i < n:
             due = dues[i]
@@ -368,9 +376,14 @@ class _Scheduled:
             self.finish_if_idle()
 
     def take_due(self, now: int) -> int:
-        """The backlog's oldest due time, else the next scheduled one if it is due by `now`; 0 if none."""
-        if self.backlog:
-            return self.backlog.popleft()
+        """The backlog's oldest due time, else the next scheduled one if it is due by `now`; 0 if none. Backlogged
+        requests whose timeout has passed since their scheduled send are given up unsent first (`expire_backlog`)."""
+        backlog = self.backlog
+        if backlog:
+            if now - backlog[0] >= self.timeout_ns:
+                self.expire_backlog(now)
+            if backlog:
+                return backlog.popleft()
         i = self.next_index
         if i < self.last:
             due = self.dues[i]
@@ -380,6 +393,21 @@ class _Scheduled:
                     self.generator_late += 1
                 return due
         return 0
+
+    def expire_backlog(self, now: int) -> None:
+        """Give up, unsent, every backlogged request older than the timeout: its user stopped waiting at its
+        scheduled send + `request_timeout_s`. Sending it late would only make an overloaded server work for no one
+        (with a 1 s timeout and a 1.5 x burst, those stale sends kept a one-worker server saturated through the
+        whole 0.5 x stretch after the burst); it counts as `not_sent` at the time it waited."""
+        backlog, timeout_ns = self.backlog, self.timeout_ns
+        expired = 0
+        while backlog and now - backlog[0] >= timeout_ns:
+            self.record(backlog.popleft(), now, now, NOT_SENT)
+            expired += 1
+        if expired:
+            self.note_error(NOT_SENT, f"{expired} due requests waited {timeout_ns / NS:g} s (request_timeout_s) "
+                                      "for a free connection and were given up unsent: every connection was busy",
+                            now)
 
     def on_stop(self) -> None:
         self.last = self.next_index

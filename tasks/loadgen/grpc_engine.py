@@ -13,9 +13,10 @@ the scheduled send. The calls are spread round-robin over `channel_count` channe
 connection.
 
 Stop rules, as in `engine.py`: the measured time ends `duration_s` after the warm-up, or earlier at a window
-boundary when `stop_when_stable` holds. Every call carries a deadline of `request_timeout_s` (an expired one
-counts as a timeout); in-flight calls get at most `request_timeout_s` + DRAIN_GRACE_S after the measured
-time, then are cancelled and counted as timeouts; due calls never sent by then count as not_sent.
+boundary when `stop_when_stable` holds. Every call carries a deadline of `request_timeout_s` from its scheduled
+send (an expired one counts as a timeout; one that waited in the backlog that long is given up unsent); in-flight
+calls get at most `request_timeout_s` + DRAIN_GRACE_S after the measured time, then are cancelled and counted as
+timeouts; due calls never sent by then count as not_sent.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from tasks.loadgen.settings import LoadSettings
 
 STREAMS_PER_CHANNEL = 16  # concurrent calls per channel (HTTP/2 connection) before another channel is opened
 MAX_CHANNELS = 8
+MIN_CALL_TIMEOUT_NS = 1_000_000  # a call taken from the backlog just before its deadline still goes out
 CONNECT_TIMEOUT_S = 10.0  # every channel must be connected within this before the load point starts
 CHANNEL_OPTIONS = (
     ("grpc.use_local_subchannel_pool", 1),  # each channel its own connection, not one shared subchannel
@@ -93,7 +95,9 @@ class _GrpcDriver(_Driver):
         self.in_flight[number] = (scheduled, sent, slot)
         detail = ""
         try:
-            body = await call(self.request, timeout=self.settings.request_timeout_s)
+            # bounded from the scheduled send, as the HTTP engine's requests (a late send gets what is left)
+            left_ns = scheduled + self.timeout_ns - sent
+            body = await call(self.request, timeout=max(left_ns, MIN_CALL_TIMEOUT_NS) / NS)
             code = self.check(0, body)
             if code:
                 detail = f"unexpected response message ({len(body)} bytes)"
