@@ -283,7 +283,7 @@ def test_open_loop_records_unsendable_requests(tmp_path):
     assert set(m.errors_by_kind) <= {"timeout", "not_sent", "connection"} and m.errors_by_kind.get("not_sent", 0) > 0
 
 
-def test_open_loop_bounds_every_request_from_its_scheduled_send(tmp_path):
+def test_open_loop_bounds_every_request_from_its_scheduled_send():
     """A server that answers one request at a time, 20 ms each (50/s), offered 200/s over two connections with a
     0.3 s timeout: no success counts a wait longer than the timeout (latency and timeout both start at the
     scheduled send), and a request that waited the timeout for a free connection is given up unsent, not sent late

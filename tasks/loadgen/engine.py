@@ -353,7 +353,7 @@ class _Scheduled:
 
     def tick(self) -> None:
         now = monotonic_ns()
-        if self.backlog and now - self.backlog[0] >= self.timeout_ns:
+        if self.backlog:
             self.expire_backlog(now)  # also while no completion comes to take from the backlog
         dues, i, n, issue = self.dues, self.next_index, self.last, self.issue_due
         while i < n:
@@ -378,12 +378,10 @@ class _Scheduled:
     def take_due(self, now: int) -> int:
         """The backlog's oldest due time, else the next scheduled one if it is due by `now`; 0 if none. Backlogged
         requests whose timeout has passed since their scheduled send are given up unsent first (`expire_backlog`)."""
-        backlog = self.backlog
-        if backlog:
-            if now - backlog[0] >= self.timeout_ns:
-                self.expire_backlog(now)
-            if backlog:
-                return backlog.popleft()
+        if self.backlog:
+            self.expire_backlog(now)
+            if self.backlog:
+                return self.backlog.popleft()
         i = self.next_index
         if i < self.last:
             due = self.dues[i]
