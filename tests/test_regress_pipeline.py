@@ -236,3 +236,31 @@ def test_a_known_slower_model_is_a_regression_naming_the_changed_input(duet_nigh
     assert any("duet-mlp: model sha256" in c for c in cpu["changes"]) and cpu["reference_run_id"] == "duet-night2"
     assert cpu["duet"]["pairs"] >= 3 and cpu["duet"]["thresholds"]["min_effect_pct"] > 0
     assert any(r["metric"] == "server_cpu_us_per_request" for r in summary["regressions"])
+
+
+@pytest.mark.integration
+def test_every_pair_of_a_duet_runs_on_servers_of_its_own_started_in_the_pairs_order(tmp_path, mlp_onnx, mlp_spec):
+    from tasks.loadgen.settings import LoadSettings
+    from tasks.measure.duet import DuetSettings, DuetSide, measure_duet
+    from tasks.serve.budget import plan_budget
+    from tasks.serve.launchers.process import ProcessLauncher
+    from tasks.serve.options import ServingOptions
+    from tasks.serve.servers import get_server
+
+    budget = plan_budget(None, None, True)
+    server = get_server("custom", ServingOptions(cpus=budget.cpu_count))
+    load = LoadSettings(mode="concurrency", load=1, duration_s=0.5, warmup_s=0.2, window_s=0.25)
+    settings = DuetSettings(run_id="fresh-pairs", duet_id="d", log_dir=tmp_path / "logs", launcher=ProcessLauncher(),
+                            loads=(load,), server_cpus=budget.cpus, generator_cpus=budget.generator_cpus,
+                            min_pairs=3, max_pairs=3)
+    result = measure_duet(DuetSide("reference", server, mlp_onnx, mlp_spec),
+                          DuetSide("candidate", server, mlp_onnx, mlp_spec), settings)
+    assert result.error is None and len(result.pairs) == 3, result.error
+    lives = result.timelines
+    assert len(lives["reference"]) == len(lives["candidate"]) == 3  # one server life per side and pair
+    for i, pair in enumerate(result.pairs):
+        started_first = min(("reference", "candidate"), key=lambda side: lives[side][i]["start"])
+        assert started_first == pair.first == ("reference", "candidate")[i % 2]  # the start order alternates
+        assert all(figures["requests"] > 0 for figures in pair.sides.values())
+        if i:  # the previous pair's servers were gone before this pair's started
+            assert max(lives[s][i - 1]["stopped"] for s in lives) <= min(lives[s][i]["start"] for s in lives)

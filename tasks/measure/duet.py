@@ -4,14 +4,16 @@ the other, and their ratio is the stack's change (Bulej et al., "Duet benchmarki
     result = measure_duet(reference, candidate, settings, decided=...)
     result.pairs[i].sides["candidate"]["throughput_rps"] / result.pairs[i].sides["reference"]["throughput_rps"]
 
-Both servers start fresh in one host session (the host lock keeps every other session out), on the same server
-CPU set; their two load generators share the generator's CPUs and are driven at the same load, with one common
-start (`StartRendezvous`), so their measured windows coincide. A pair is one such simultaneous load point; the
-side whose generator starts first alternates from pair to pair. Pairs are added, from `settings.min_pairs` up to
-`settings.max_pairs`, until `decided(pairs)` says the verdict is settled (Pinpoint's way: measure more only while
-undecided). Each side's row figures include the server's CPU time per request (its process tree or container,
-sampled over the load point) and, under `host`, the host's state over it (tasks/measure/hoststate.py: the other
-side's server counts as ours; `tasks.validate.outcome.pair_host_flag` tells a pair whose sides saw different ones).
+Both sides run in one host session (the host lock keeps every other session out), on the same server CPU set; their
+two load generators share the generator's CPUs and are driven at the same load, with one common start
+(`StartRendezvous`), so their measured windows coincide. A pair is one such simultaneous load point, on servers
+started fresh for it and warmed for at least FRESH_SERVER_WARMUP_S inside the point (discarded); the side started
+first (server and generator) alternates from pair to pair. Pairs are added,
+from `settings.min_pairs` up to `settings.max_pairs`, until `decided(pairs)` says the verdict is settled (Pinpoint's
+way: measure more only while undecided). Each side's row figures include the server's CPU time per request (its
+process tree or container, sampled over the load point) and, under `host`, the host's state over it
+(tasks/measure/hoststate.py: the other side's server counts as ours; `tasks.validate.outcome.pair_host_flag` tells a
+pair whose sides saw different ones).
 
 This is the one place two servers run at once on a host, by design. Nothing here judges: tasks/regress/duet.py
 reads the pairs.
@@ -25,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tasks.convert.artifact import Artifact
@@ -42,6 +44,7 @@ from tasks.serve.launchers.base import Launcher
 from tasks.serve.session import LiveServer, SessionSettings, server_session
 
 SIDES = ("reference", "candidate")
+FRESH_SERVER_WARMUP_S = 1.0  # every pair's load point warms its fresh servers at least this long (discarded)
 PAIR_FIGURES = ("throughput_rps", "latency_ms_p50", "latency_ms_p99", "server_cpu_us_per_request", "requests",
                 "errors", "generator_cpu_pct", "server_cpu_pct")
 
@@ -92,7 +95,7 @@ class DuetResult:
     pairs: list[DuetPair] = field(default_factory=list)
     error: str | None = None  # why the duet stopped short (a side failed its served check, died, a load point failed)
     stop_reason: str = ""
-    timelines: dict[str, dict] = field(default_factory=dict)
+    timelines: dict[str, list[dict]] = field(default_factory=dict)  # label -> each server life's timeline
     served: dict[str, dict] = field(default_factory=dict)  # label -> its served-output check
     versions: dict[str, str] = field(default_factory=dict)  # label -> the server's version
     runtime_images: dict[str, str] = field(default_factory=dict)  # label -> what ran it (image or venv)
@@ -130,7 +133,10 @@ def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, load: 
 def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str, LiveServer],
              settings: DuetSettings, scratch: Path) -> tuple[DuetPair | None, str | None]:
     """One simultaneous load point of both sides (the first of `sides` starts its generator first)."""
+    # the pair's servers are fresh: their first second (first inferences, arenas, thread pools) is warm-up, however
+    # short the cell's own (0.3 s warm-ups left a start-up tail in 1 s points: CPU ratios of 0.08-145 in one duet)
     load = settings.loads[load_index]
+    load = replace(load, warmup_s=max(load.warmup_s, FRESH_SERVER_WARMUP_S))
     protocol = settings.protocols[load_index] if load_index < len(settings.protocols) else None
     rendezvous = StartRendezvous(len(sides))
     out: dict[str, dict] = {}
@@ -159,39 +165,56 @@ def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str
     return DuetPair(load_index, index, sides[0].label, out), None
 
 
+def _start_lives(order: list[DuetSide], settings: DuetSettings, result: DuetResult,
+                 stack: ExitStack) -> dict[str, LiveServer]:
+    """Fresh servers of both sides, started in `order`, each checked to serve its model's outputs; {} when a side's
+    outputs differ from its reference (`result.error` says which)."""
+    lives: dict[str, LiveServer] = {}
+    for side in order:
+        session = SessionSettings(settings.run_id, f"{settings.duet_id}.{side.label}", settings.log_dir,
+                                  settings.ready_timeout_s, settings.server_cpus, settings.memory)
+        timeline: dict = {}
+        result.timelines.setdefault(side.label, []).append(timeline)
+        lives[side.label] = stack.enter_context(server_session(
+            side.server, side.artifact, side.spec, settings.launcher, session, timeline=timeline))
+        result.versions[side.label] = lives[side.label].server_version
+        result.runtime_images[side.label] = lives[side.label].runtime_image
+    for side in order:
+        live = lives[side.label]
+        check = check_served_outputs(live.server.protocol, live.endpoint, side.spec, side.artifact,
+                                     settings.max_batch_size)
+        result.served.setdefault(side.label, check.to_dict())
+        if not check.passed:
+            result.served[side.label] = check.to_dict()
+            result.error = (f"the {side.label} server {side.server.name} served outputs that differ from "
+                            f"the reference: {check.detail}")
+            return {}
+    return lives
+
+
 def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSettings,
                  decided: Callable[[int, list[DuetPair]], bool] | None = None) -> DuetResult:
     """Both sides served at once on the same CPUs; at each load point, pairs of simultaneous load points until
-    `decided(load index, that load's pairs)` or the budget."""
-    result = DuetResult(timelines={s.label: {} for s in (reference, candidate)})
+    `decided(load index, that load's pairs)` or the budget. Every pair has servers of its own, started in the
+    pair's order (reference first, then candidate first, ...): whatever one server life or the start order does
+    to a server's speed varies from pair to pair, where the paired test sees it as noise, instead of being shared
+    by every pair of the duet and read as the change (on Triton, 8 equal nights of the heavy MLP read the candidate,
+    then always started second, 8 to 15 % faster, each duet's pairs within 2 %; docs/regressions.md)."""
+    result = DuetResult()
     sides = [reference, candidate]
     scratch = Path(tempfile.mkdtemp(prefix="duet-", dir=settings.log_dir.parent))
     try:
-        with host_lock(settings.run_id, settings.duet_id), ExitStack() as stack:
-            lives: dict[str, LiveServer] = {}
-            for side in sides:
-                session = SessionSettings(settings.run_id, f"{settings.duet_id}.{side.label}", settings.log_dir,
-                                          settings.ready_timeout_s, settings.server_cpus, settings.memory)
-                lives[side.label] = stack.enter_context(server_session(
-                    side.server, side.artifact, side.spec, settings.launcher, session,
-                    timeline=result.timelines[side.label]))
-                result.versions[side.label] = lives[side.label].server_version
-                result.runtime_images[side.label] = lives[side.label].runtime_image
-            for side in sides:
-                live = lives[side.label]
-                check = check_served_outputs(live.server.protocol, live.endpoint, side.spec, side.artifact,
-                                             settings.max_batch_size)
-                result.served[side.label] = check.to_dict()
-                if not check.passed:
-                    result.error = (f"the {side.label} server {side.server.name} served outputs that differ from "
-                                    f"the reference: {check.detail}")
-                    return result
+        with host_lock(settings.run_id, settings.duet_id):
             stops = []
             for load_index in range(len(settings.loads)):
                 mine: list[DuetPair] = []
                 for index in range(settings.max_pairs):
                     order = sides if index % 2 == 0 else sides[::-1]
-                    pair, error = run_pair(load_index, index, order, lives, settings, scratch)
+                    with ExitStack() as stack:
+                        lives = _start_lives(order, settings, result, stack)
+                        if not lives:
+                            return result
+                        pair, error = run_pair(load_index, index, order, lives, settings, scratch)
                     if error:
                         result.error = error
                         return result
