@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from tasks.core.errors import ConfigError
-from tasks.loadgen.overload import RECOVERY_P99_RATIO, OverloadPhases, phases_for, summarize_overload
+from tasks.core.metrics import OVERLOAD_P99_RATIO
+from tasks.loadgen.overload import OverloadPhases, phases_for, summarize_overload
 from tasks.loadgen.protocols.base import HTTP_STATUS, OK, TIMEOUT
 from tasks.loadgen.recording import Recording
 from tasks.validate.overload import OverloadSigns, classify_overload
@@ -87,7 +88,7 @@ def test_a_stack_that_sheds_fast_and_one_that_never_recovers():
     assert shed.recovery_s == 0.0  # the first windows after the burst are clean again
     assert classify_overload(OverloadSigns(shed.fast_errors, shed.queued, shed.burst_p99_ms, shed.pre_burst_p99_ms),
                              True) == "sheds"
-    stuck = summarize_overload(recording_of(phases, lambda t: 10.0 if t < 2 else 10.0 * RECOVERY_P99_RATIO * 2,
+    stuck = summarize_overload(recording_of(phases, lambda t: 10.0 if t < 2 else 10.0 * OVERLOAD_P99_RATIO * 2,
                                             lambda t: OK), phases, request_timeout_s=1.0)
     assert not stuck.recovered and stuck.recovery_s is None
     assert stuck.recovery_text() == "did not recover within 5 s"

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 HIGHER, LOWER = "higher", "lower"
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_PRIOR_NOISE = 0.10
+# under overload, a p99 within this multiple of the pre-burst p99 is where it was: the burst's, the stack held the load
+# (tasks/validate/overload.py); a window's after it, the stack recovered (tasks/loadgen/overload.py)
+OVERLOAD_P99_RATIO = 1.2
 
 
 def number(value: object) -> float | None:

@@ -199,20 +199,28 @@ def t_975(df: int) -> float:
     return T_975[max(k for k in T_975 if k <= max(df, 1))]
 
 
+def request_latencies_ns(recording: Recording, start_ns: np.ndarray, timeout_ns: int) -> np.ndarray:
+    """Each request's latency from `start_ns` (its scheduled or its actual send): a timed-out request at least the
+    timeout, a request never sent at its wait (never below zero). The one rule of a censored sample."""
+    latency = recording.done_ns - start_ns
+    timed_out = recording.codes == TIMEOUT
+    latency[timed_out] = np.maximum(latency[timed_out], timeout_ns)
+    return np.maximum(latency, 0)
+
+
 def latency_samples(recording: Recording, latency_from: str, timeout_ns: int) -> tuple[np.ndarray, np.ndarray]:
     """(latencies in ns, weights) of the measured requests: successes, censored failures and, in the closed
     loop, the requests omitted during stalls (see the module docstring)."""
     if latency_from not in LATENCY_FROM:
         raise ValueError(f"latency_from={latency_from!r}: must be one of {list(LATENCY_FROM)}")
-    start = recording.scheduled_ns if latency_from == "scheduled" else recording.sent_ns
+    latency = request_latencies_ns(recording, recording.scheduled_ns if latency_from == "scheduled"
+                                   else recording.sent_ns, timeout_ns)
     measured = measured_mask(recording)
     codes = recording.codes
     ok = measured & (codes == OK)
     timed_out = measured & (codes == TIMEOUT)
     not_sent = measured & (codes == NOT_SENT)
-    values = [recording.done_ns[ok] - start[ok],
-              np.maximum(recording.done_ns[timed_out] - start[timed_out], timeout_ns),
-              np.maximum(recording.done_ns[not_sent] - start[not_sent], 0)]
+    values = [latency[ok], latency[timed_out], latency[not_sent]]
     weights = [np.ones(int(ok.sum())), np.ones(int(timed_out.sum())), np.ones(int(not_sent.sum()))]
     if latency_from == "sent" and recording.slots is not None and timed_out.any():
         omitted_values, omitted_weights = omitted_samples(recording)

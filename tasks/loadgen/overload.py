@@ -16,7 +16,7 @@ Goodput is read by the time answers came back, not by when their requests were s
 answers the burst's requests late, after it, and what it served *during* the burst is its rate under overload.
 
 Recovery time: from the burst's end to the start of the first window (of the recover stretch, by scheduled time)
-whose requests all succeeded and whose p99 is within RECOVERY_P99_RATIO of the pre-burst p99; None when none
+whose requests all succeeded and whose p99 is within OVERLOAD_P99_RATIO of the pre-burst p99; None when none
 starts within `recover_s` ("did not recover within N s"). A window is RECOVERY_WINDOW_S long, or longer where half
 the capacity sends fewer than RECOVERY_MIN_REQUESTS in it, but never longer than a RECOVERY_MIN_WINDOWS-th of the
 recover stretch (a slow stack's windows hold fewer requests rather than none); windows start at the burst's end.
@@ -32,12 +32,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tasks.core.errors import ConfigError
+from tasks.core.metrics import OVERLOAD_P99_RATIO
+from tasks.loadgen.measurement import request_latencies_ns
 from tasks.loadgen.protocols.base import BAD_RESPONSE, CONNECTION, ERROR_KINDS, HTTP_STATUS, NOT_SENT, OK, TIMEOUT
 from tasks.loadgen.recording import Recording
 
 OVERLOAD_FACTORS = (1.5, 3.0)  # the bursts, as multiples of the stack's capacity
 BASE_FACTOR = 0.5  # before and after a burst, the rate as a multiple of capacity
-RECOVERY_P99_RATIO = 1.2  # recovered: p99 back within this multiple of the pre-burst p99
 RECOVERY_WINDOW_S = 0.5
 RECOVERY_MIN_REQUESTS = 50  # a window holds at least this many requests at the base rate (else it is longer)
 RECOVERY_MIN_WINDOWS = 4  # ... and the recover stretch holds at least this many windows
@@ -161,7 +162,7 @@ class OverloadFigures:
     def to_json(self) -> str:
         data = asdict(self)
         data.update(errors=self.errors, timeouts=self.timeouts, goodput_pct=self.goodput_pct,
-                    recovered=self.recovered, recovery=self.recovery_text(), recovery_p99_ratio=RECOVERY_P99_RATIO)
+                    recovered=self.recovered, recovery=self.recovery_text(), recovery_p99_ratio=OVERLOAD_P99_RATIO)
         return json.dumps(data, sort_keys=True)
 
 
@@ -169,19 +170,10 @@ def _p99_ms(latency_ns: np.ndarray) -> float | None:
     return float(np.percentile(latency_ns, 99)) / 1e6 if latency_ns.size else None
 
 
-def phase_latencies_ns(recording: Recording, timeout_ns: int) -> np.ndarray:
-    """Each request's latency from its scheduled send; a timeout at least the timeout, a request never sent at its
-    wait."""
-    latency = recording.done_ns - recording.scheduled_ns
-    timed_out = recording.codes == TIMEOUT
-    latency[timed_out] = np.maximum(latency[timed_out], timeout_ns)
-    return np.maximum(latency, 0)
-
-
 def summarize_overload(recording: Recording, phases: OverloadPhases, request_timeout_s: float) -> OverloadFigures:
     """The figures of one overload phase from its recording (times relative to the phase's start, `t0_ns`)."""
     scheduled, codes = recording.scheduled_ns, recording.codes
-    latency = phase_latencies_ns(recording, int(request_timeout_s * NS))
+    latency = request_latencies_ns(recording, recording.scheduled_ns, int(request_timeout_s * NS))
     start, end = int(phases.burst_start_s * NS), int(phases.burst_end_s * NS)
     burst = (scheduled >= start) & (scheduled < end)
     pre = (scheduled >= int(min(PRE_SETTLE_S, phases.pre_s / 2) * NS)) & (scheduled < start)
@@ -210,10 +202,10 @@ def summarize_overload(recording: Recording, phases: OverloadPhases, request_tim
 def recovery_s(windows: list[tuple[float, int, int, float | None]], phases: OverloadPhases,
                pre_p99_ms: float | None, window_s: float) -> float | None:
     """Seconds from the burst's end to the first window inside the recover stretch with requests, none failed, and
-    p99 within RECOVERY_P99_RATIO of the pre-burst p99; None: never."""
+    p99 within OVERLOAD_P99_RATIO of the pre-burst p99; None: never."""
     if pre_p99_ms is None:
         return None
-    limit = pre_p99_ms * RECOVERY_P99_RATIO
+    limit = pre_p99_ms * OVERLOAD_P99_RATIO
     after = [w for w in windows if w[0] >= phases.burst_end_s - 1e-9 and w[0] + window_s <= phases.total_s + 1e-9]
     for start_s, n, failed, p99 in after:
         if n > 0 and failed == 0 and p99 is not None and p99 <= limit:

@@ -7,8 +7,8 @@ Classes, written down:
     sheds   it turned load away fast: more of the burst's failures were quick errors (an HTTP error status, a
             refused or reset connection, a bad answer) than timeouts
     queues  it held requests: more timeouts (or requests that never found a free connection) than quick errors,
-            or nothing failed but the burst's p99 rose above HOLD_P99_RATIO times the pre-burst p99
-    holds   nothing failed and p99 stayed within HOLD_P99_RATIO of the pre-burst p99: the burst did not overload
+            or nothing failed but the burst's p99 rose above OVERLOAD_P99_RATIO times the pre-burst p99
+    holds   nothing failed and p99 stayed within OVERLOAD_P99_RATIO of the pre-burst p99: the burst did not overload
             it (its capacity was measured low)
 
 An overload row is `ok` when the phase ran, requests were sent and the server is alive and ready after it: shedding,
@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tasks.core.metrics import OVERLOAD_P99_RATIO
+
 OVERLOAD_CLASSES = ("holds", "sheds", "queues", "fails")
-HOLD_P99_RATIO = 1.2  # the burst's p99 within this multiple of the pre-burst p99: the stack held the load
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def classify_overload(signs: OverloadSigns, server_alive: bool) -> str:
     if signs.fast_errors or signs.queued:
         return "sheds" if signs.fast_errors >= signs.queued else "queues"
     if signs.burst_p99_ms is not None and signs.pre_burst_p99_ms is not None \
-            and signs.burst_p99_ms > HOLD_P99_RATIO * signs.pre_burst_p99_ms:
+            and signs.burst_p99_ms > OVERLOAD_P99_RATIO * signs.pre_burst_p99_ms:
         return "queues"
     return "holds"
 
