@@ -8,9 +8,9 @@ Both sides run in one host session (the host lock keeps every other session out)
 two load generators share the generator's CPUs and are driven at the same load, with one common start
 (`StartRendezvous`), so their measured windows coincide. A pair is one such simultaneous load point, on servers
 started fresh for it and warmed for at least FRESH_SERVER_WARMUP_S inside the point (discarded); the side started
-first (server and generator) alternates from pair to pair. Pairs are added,
-from `settings.min_pairs` up to `settings.max_pairs`, until `decided(pairs)` says the verdict is settled (Pinpoint's
-way: measure more only while undecided). Each side's row figures include the server's CPU time per request (its
+first (server and generator) alternates from pair to pair. Pairs are added, from `settings.min_pairs` up to
+`settings.max_pairs`, until `decided(pairs)` says the verdict is settled (Pinpoint's way: measure more only while
+undecided). Each side's row figures include the server's CPU time per request (its
 process tree or container, sampled over the load point) and, under `host`, the host's state over it
 (tasks/measure/hoststate.py: the other side's server counts as ours; `tasks.validate.outcome.pair_host_flag` tells a
 pair whose sides saw different ones).
