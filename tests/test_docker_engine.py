@@ -20,6 +20,7 @@ from tasks.runtimes.docker_engine import (
     start_engine,
     stop_engine,
 )
+from tasks.runtimes.proctree import create_time_of
 
 
 @pytest.fixture()
@@ -53,9 +54,8 @@ def test_stop_signals_only_the_process_it_started(private_cache):
                                           "log_path": ""}))
         assert recorded_engine() is None and not pid_file().exists()  # not ours: forgotten, not killed
         assert stop_engine() is False and sleeper.poll() is None
-        import psutil
 
-        mine = EngineHandle(host="unix:///x", pid=sleeper.pid, create_time=psutil.Process(sleeper.pid).create_time())
+        mine = EngineHandle(host="unix:///x", pid=sleeper.pid, create_time=create_time_of(sleeper.pid))
         pid_file().write_text(json.dumps(mine.__dict__))
         assert recorded_engine() == mine
         assert stop_engine(grace_s=5) is True  # ours: SIGTERM, reaped
@@ -67,12 +67,11 @@ def test_stop_signals_only_the_process_it_started(private_cache):
 
 def test_an_engine_elsewhere_not_answering_never_stops_ours(monkeypatch, tmp_path, private_cache):
     """DOCKER_HOST pointing at a dead engine is an error; the dockerd this module started is left running."""
-    import psutil
 
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         ours = EngineHandle(host="unix:///var/run/docker.sock", pid=sleeper.pid,
-                            create_time=psutil.Process(sleeper.pid).create_time())
+                            create_time=create_time_of(sleeper.pid))
         pid_file().write_text(json.dumps(ours.__dict__))
         monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'none.sock'}")
         with pytest.raises(EngineUnavailable):

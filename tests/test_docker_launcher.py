@@ -20,6 +20,7 @@ from tasks.convert import Artifact
 from tasks.core.errors import ConfigError, ConversionError, ServerStartError
 from tasks.runtimes.docker_engine import docker_client
 from tasks.runtimes.images import ImageRef
+from tasks.runtimes.proctree import create_time_of
 from tasks.serve.base import RunSpec
 from tasks.serve.launchers import LAUNCHERS, get_launcher
 from tasks.serve.launchers.base import recorded_handles
@@ -317,9 +318,9 @@ def test_sweep_without_run_id_removes_containers_whose_owner_is_gone(tmp_path):
     me = psutil.Process()
     run = run_id("crashed")
     dead = engine.containers.create(image="x", labels={LABEL_RUN_ID: run, LABEL_CELL_ID: "a",
-                                                       LABEL_OWNER: owner(me.pid, me.create_time() - 100)})
+                                                       LABEL_OWNER: owner(me.pid, create_time_of(me.pid) - 100)})
     live = engine.containers.create(image="x", labels={LABEL_RUN_ID: run, LABEL_CELL_ID: "b",
-                                                       LABEL_OWNER: owner(me.pid, me.create_time())})
+                                                       LABEL_OWNER: owner(me.pid, create_time_of(me.pid))})
     elsewhere = engine.containers.create(image="x", labels={LABEL_RUN_ID: run, LABEL_CELL_ID: "c",
                                                             LABEL_OWNER: owner(1, 0.0, host="another-host")})
     assert owner_gone(dead.labels) and not owner_gone(live.labels) and not owner_gone(elsewhere.labels)

@@ -9,6 +9,7 @@ import time
 
 import psutil
 
+from tasks.runtimes.proctree import create_time_of
 from tasks.serve.launchers.base import LaunchHandle
 from tasks.serve.launchers.process import ProcessLauncher
 
@@ -33,7 +34,7 @@ def test_stop_kills_descendants_that_left_the_group(tmp_path):
         time.sleep(0.02)
     assert os.getpgid(worker_pid) != proc.pid, "the worker should have left the leader's group"
     handle = LaunchHandle(launcher="process", run_id="t-tree", cell_id="tree", pid=proc.pid, pgid=proc.pid,
-                          create_time=psutil.Process(proc.pid).create_time(), workdir=str(tmp_path))
+                          create_time=create_time_of(proc.pid), workdir=str(tmp_path))
     started = time.monotonic()
     try:
         ProcessLauncher().stop(handle, grace_s=0.5)
@@ -99,3 +100,19 @@ os._exit(0)  # the task dies without stopping its server
         assert launcher.exit_code(mine) is None  # the live task's server still runs
     finally:
         launcher.stop(mine)
+
+
+def test_a_process_we_started_stays_ours_when_the_wall_clock_is_stepped(monkeypatch):
+    """psutil's create_time is the start since boot plus the boot time as the wall clock reads it now; a VM's clock
+    stepped after a pause moves it, and a dockerd `make test` started was once left running because it no longer
+    matched. The identity is kept in seconds since boot. Linux only: the step is simulated by moving psutil's
+    reading of the boot time, as a stepped clock moves /proc/stat's btime."""
+    import psutil._pslinux as pslinux
+
+    from tasks.runtimes.proctree import is_running
+
+    started = create_time_of(os.getpid())
+    real = pslinux.boot_time
+    monkeypatch.setattr(pslinux, "boot_time", lambda: real() + 7.0)
+    assert is_running(os.getpid(), started)
+    assert not is_running(os.getpid(), started - 1.0)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from tasks.core.errors import ServerStartError, ServingEvalError
 from tasks.core.paths import cache_root
+from tasks.runtimes.proctree import create_time_of, is_running
 
 DOCKERD = "dockerd"
 START_TIMEOUT_S = 60.0
@@ -131,7 +132,7 @@ def recorded_engine() -> EngineHandle | None:
     except (ValueError, TypeError):
         path.unlink(missing_ok=True)
         return None
-    if not _same_process(handle.pid, handle.create_time):
+    if not is_running(handle.pid, handle.create_time):
         path.unlink(missing_ok=True)
         return None
     return handle
@@ -153,7 +154,7 @@ def start_engine(timeout_s: float = START_TIMEOUT_S, log=print) -> EngineHandle:
     with open(log_path, "ab") as out:
         proc = subprocess.Popen([DOCKERD], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # its own group: a Ctrl-C of the caller does not reach it
-    handle = EngineHandle(host=DEFAULT_SOCKET, pid=proc.pid, create_time=_create_time(proc.pid),
+    handle = EngineHandle(host=DEFAULT_SOCKET, pid=proc.pid, create_time=create_time_of(proc.pid),
                           log_path=str(log_path))
     pid_file().write_text(json.dumps(asdict(handle)))
     while time.monotonic() - started < timeout_s:
@@ -176,13 +177,13 @@ def stop_engine(handle: EngineHandle | None = None, grace_s: float = STOP_GRACE_
     handle = handle or recorded_engine()
     if handle is None or not handle.started_here:
         return False
-    if _same_process(handle.pid, handle.create_time):
+    if is_running(handle.pid, handle.create_time):
         os.kill(handle.pid, signal.SIGTERM)  # dockerd stops its containers and its own containerd
         deadline = time.monotonic() + grace_s
-        while _same_process(handle.pid, handle.create_time) and time.monotonic() < deadline:
+        while is_running(handle.pid, handle.create_time) and time.monotonic() < deadline:
             _reap(handle.pid)
             time.sleep(POLL_S)
-        if _same_process(handle.pid, handle.create_time):
+        if is_running(handle.pid, handle.create_time):
             os.kill(handle.pid, signal.SIGKILL)
             _reap(handle.pid, block=True)
     pid_file().unlink(missing_ok=True)
@@ -204,25 +205,6 @@ def engine_for_a_while(log=print) -> Iterator[EngineHandle | None]:
     finally:
         if handle is not None and handle.started_here:
             stop_engine(handle, log=log)
-
-
-def _create_time(pid: int) -> float:
-    import psutil
-
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return 0.0
-
-
-def _same_process(pid: int, create_time: float) -> bool:
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        return abs(proc.create_time() - create_time) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _reap(pid: int, block: bool = False) -> None:

@@ -21,19 +21,26 @@ KILL_WAIT_S = 5.0
 
 
 def is_running(pid: int, create_time: float) -> bool:
-    """True when `pid` is still the (non-zombie) process created at `create_time`."""
+    """True when `pid` is still the (non-zombie) process created at `create_time` (`create_time_of`)."""
     try:
         proc = psutil.Process(pid)
-        return abs(proc.create_time() - create_time) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
+        return abs(_since_boot(proc) - create_time) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
 
 
 def create_time_of(pid: int) -> float:
+    """When `pid` started, in seconds since the host booted; 0.0 when it is gone. Not psutil's create_time: that adds
+    the boot time as the wall clock reads it now, which moves when a VM's clock is stepped (after a pause), and a
+    process we started would no longer be known as ours (a dockerd started by `make test` was left running so)."""
     try:
-        return psutil.Process(pid).create_time()
+        return _since_boot(psutil.Process(pid))
     except psutil.Error:
         return 0.0
+
+
+def _since_boot(proc: psutil.Process) -> float:
+    return proc.create_time() - psutil.boot_time()
 
 
 def group_members(pgid: int) -> list[int]:
@@ -63,7 +70,7 @@ def descendants(pid: int, pgid: int, create_time: float) -> list[psutil.Process]
             continue
         for child in children:
             try:
-                if child.create_time() >= create_time - 0.01:
+                if _since_boot(child) >= create_time - 0.01:
                     found.setdefault(child.pid, child)
             except psutil.Error:
                 continue

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tasks.core.names import safe_component
 from tasks.core.paths import cache_root
+from tasks.runtimes.proctree import create_time_of, is_running
 from tasks.serve.base import RunSpec
 
 
@@ -23,7 +24,7 @@ class LaunchHandle:
     cell_id: str
     pid: int = 0
     pgid: int = 0
-    create_time: float = 0.0  # psutil create_time of pid: guards against PID reuse
+    create_time: float = 0.0  # when pid started (tasks.runtimes.proctree.create_time_of): guards against PID reuse
     container_id: str = ""
     ports: dict[str, int] = field(default_factory=dict)
     workdir: str = ""
@@ -67,9 +68,7 @@ def safe_name(text: str) -> str:
 def record_handle(handle: LaunchHandle) -> Path:
     """Write the handle where a sweep finds it, stamped with the process that started the server."""
     if not handle.owner_pid:
-        import psutil
-
-        handle = replace(handle, owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time())
+        handle = replace(handle, owner_pid=os.getpid(), owner_create_time=create_time_of(os.getpid()))
     directory = handles_dir(handle.run_id)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{safe_name(handle.cell_id)}-{handle.pid or handle.container_id[:12]}.json"
@@ -88,12 +87,7 @@ def forget_handle(handle: LaunchHandle) -> None:
 
 def owner_alive(handle: LaunchHandle) -> bool:
     """True while the process that started the server still runs (so the server is not a leftover)."""
-    import psutil
-
-    try:
-        return abs(psutil.Process(handle.owner_pid).create_time() - handle.owner_create_time) < 0.01
-    except (psutil.Error, ValueError):
-        return False
+    return is_running(handle.owner_pid, handle.owner_create_time)
 
 
 def recorded_handles(run_id: str | None = None) -> list[LaunchHandle]:

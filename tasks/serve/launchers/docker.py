@@ -30,6 +30,7 @@ from pathlib import Path
 from tasks.core.errors import ConfigError, ServerStartError
 from tasks.runtimes import images
 from tasks.runtimes.docker_engine import LauncherUnavailable, docker_client
+from tasks.runtimes.proctree import create_time_of
 from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import (
     Launcher,
@@ -61,9 +62,7 @@ log = logging.getLogger(__name__)
 
 def owner_label() -> str:
     """This process as a container's owner: a sweep removes the container once this process is gone."""
-    import psutil
-
-    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "create_time": psutil.Process().create_time()})
+    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "create_time": create_time_of(os.getpid())})
 
 
 def owner_gone(labels: dict[str, str]) -> bool:
