@@ -10,10 +10,9 @@ two load generators share the generator's CPUs and are driven at the same load, 
 started fresh for it and warmed for at least FRESH_SERVER_WARMUP_S inside the point (discarded); the side started
 first (server and generator) alternates from pair to pair. Pairs are added, from `settings.min_pairs` up to
 `settings.max_pairs`, until `decided(pairs)` says the verdict is settled (Pinpoint's way: measure more only while
-undecided). Each side's row figures include the server's CPU time per request (its
-process tree or container, sampled over the load point) and, under `host`, the host's state over it
-(tasks/measure/hoststate.py: the other side's server counts as ours; `tasks.validate.outcome.pair_host_flag` tells a
-pair whose sides saw different ones).
+undecided). Each side's row figures include the server's CPU time per request (its process tree or container,
+sampled over the load point) and, under `host`, the host's state over it (tasks/measure/hoststate.py: the other
+side's server counts as ours; `tasks.validate.outcome.pair_host_flag` tells a pair whose sides saw different ones).
 
 This is the one place two servers run at once on a host, by design. Nothing here judges: tasks/regress/duet.py
 reads the pairs.
@@ -183,9 +182,9 @@ def _start_lives(order: list[DuetSide], settings: DuetSettings, result: DuetResu
         live = lives[side.label]
         check = check_served_outputs(live.server.protocol, live.endpoint, side.spec, side.artifact,
                                      settings.max_batch_size)
-        result.served.setdefault(side.label, check.to_dict())
-        if not check.passed:
+        if side.label not in result.served or not check.passed:  # the first pair's check, or the one that failed
             result.served[side.label] = check.to_dict()
+        if not check.passed:
             result.error = (f"the {side.label} server {side.server.name} served outputs that differ from "
                             f"the reference: {check.detail}")
             return {}

@@ -25,7 +25,7 @@ def is_running(pid: int, create_time: float) -> bool:
     try:
         proc = psutil.Process(pid)
         return abs(_since_boot(proc) - create_time) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+    except (psutil.Error, ValueError):  # ValueError: a negative pid (a handle's owner read from a label)
         return False
 
 
