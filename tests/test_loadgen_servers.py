@@ -68,17 +68,25 @@ def _check_counts(measurement, settings: LoadSettings) -> None:
 
 
 def test_custom_server_closed_and_open_loop_counts(mlp_onnx, mlp_spec, log_dir, tmp_path):
+    from tasks.measure.hoststate import ServerReader
     from tasks.serve.servers import get_server
 
     with server_session(get_server("custom"), mlp_onnx, mlp_spec, ProcessLauncher(),
                         SessionSettings(run_id="test", session_id="loadgen-custom", log_dir=log_dir,
                                         ready_timeout_s=READY_TIMEOUT_S)) as live:
+        reader = ServerReader(live.handle)
         for i, settings in enumerate((LoadSettings(mode="concurrency", load=4, **SHORT),
                                       LoadSettings(mode="rate", load=100, arrival="poisson", seed=3, **SHORT),
                                       LoadSettings(mode="rate", load=100, workers=2, **SHORT))):
-            measurement, _ = run_load_point(live.endpoint, mlp_spec, settings, tmp_path / str(i))
+            before = reader.cpu_s()
+            measurement, _ = run_load_point(live.endpoint, mlp_spec, settings, tmp_path / str(i),
+                                            server_cpu_s=reader.cpu_s)
+            whole_point_s = reader.cpu_s() - before
             _check_counts(measurement, settings)
             assert measurement.workers == settings.workers
+            # the server's CPU over the measured window: some, and no more than it spent over the whole point
+            window_s = measurement.server_window_cpu_pct / 100 * measurement.duration_s
+            assert 0 < window_s <= whole_point_s * 1.02, (window_s, whole_point_s)
 
 
 def test_injected_stall_shows_from_scheduled_time_and_hides_from_sent_time(tmp_path, mlp_spec):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 
 import numpy as np
 import pytest
@@ -19,7 +20,8 @@ from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import BAD_RESPONSE, FULL_CHECK_EVERY, HTTP_STATUS, OK
 from tasks.loadgen.protocols.kserve_v2_binary import split_body
 from tasks.loadgen.recording import Recording
-from tasks.loadgen.run import server_probe
+from tasks.loadgen.run import ServerScraper, server_probe
+from tasks.loadgen.settings import LoadSettings
 from tasks.plan.cells import Plan, make_plan, rows_of
 from tasks.plan.config import RunConfig
 from tasks.serve.servers import SERVERS
@@ -183,6 +185,27 @@ def test_a_timing_scrape_that_fails_never_fails_the_point():
     assert server_probe(lambda: 5.0, broken)() == {"count": 5.0}
     assert server_probe(None, lambda: {"requests": 2, "infer_ms": 3.0})() == {"timing.requests": 2.0,
                                                                                "timing.infer_ms": 3.0}
+    assert server_probe(None, None, broken)() == {} and server_probe(None, None, lambda: None)() == {}
+
+
+def test_the_server_cpu_is_read_over_the_measured_window_only():
+    """A server clock that burns half a core only inside the measured window: the window reads 50 %, where a mean
+    over the whole load point (its warm-up idle) would read less."""
+    settings = LoadSettings(duration_s=0.4, warmup_s=0.3, window_s=0.2)
+    start_ns = time.monotonic_ns() + 50_000_000
+    window = (start_ns + 300_000_000, start_ns + 700_000_000)
+
+    def cpu_s() -> float:  # 0.5 CPU-s per second inside the window, none outside it
+        now = min(max(time.monotonic_ns(), window[0]), window[1])
+        return 0.5 * (now - window[0]) / 1e9
+
+    scraper = ServerScraper(server_probe(None, None, cpu_s), start_ns, settings)
+    time.sleep((window[1] - time.monotonic_ns()) / 1e9 + 0.1)
+    scraper.finish()
+    assert scraper.cpu_pct() == pytest.approx(50.0, abs=3.0)
+    no_reader = ServerScraper(server_probe(None, None, None), start_ns, settings)
+    no_reader.finish()
+    assert no_reader.cpu_pct() is None
 
 
 TORCHSERVE_METRICS = """# TYPE ts_queue_latency_microseconds counter

@@ -216,8 +216,10 @@ CONTRACT: tuple[Column, ...] = (
     ),
     *_columns(
         "Resources",
-        _metric("server_cpu_pct", "the server's mean CPU use over the load point, summed over its process tree or "
-                                  "container (100 = one core)"),
+        _metric("server_cpu_pct", "the server's CPU use over the measured window, from its CPU time (summed over "
+                                  "its process tree, or its container's cgroup) read at both ends of the window; "
+                                  "where that cannot be read, the mean of samples over the load point (100 = one "
+                                  "core)"),
         _metric("server_rss_mb", "the server's peak resident memory over the load point"),
         _metric("server_cpu_us_per_request", "the server's CPU time per request: server_cpu_pct / 100 / "
                                              "throughput_rps", since="1.5"),

@@ -160,6 +160,9 @@ class Measurement:
     infer_ms: float | None = None
     encode_ms: float | None = None
     outside_ms: float | None = None  # latency_ms_mean - server_ms: the client, the network and the server's front
+    # the server's CPU over the measured window (100 = one core), from its CPU time read at both ends of it; None
+    # where no reader was given or a read failed (the caller then has only its sampled mean over the load point)
+    server_window_cpu_pct: float | None = None
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -300,7 +303,8 @@ def throughput_windows(recording: Recording, settings: LoadSettings) -> tuple[np
 
 
 def summarize(recording: Recording, settings: LoadSettings, latency_from: str = "sent",
-              server: ServerCounts | None = None, timing: ServerTiming | None = None) -> Measurement:
+              server: ServerCounts | None = None, timing: ServerTiming | None = None,
+              server_window_cpu_pct: float | None = None) -> Measurement:
     measured = measured_mask(recording)
     codes = recording.codes[measured]
     requests = int(measured.sum())
@@ -368,4 +372,5 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         request_bytes=recording.request_bytes or None,
         response_bytes=recording.response_bytes / ok_total if ok_total and recording.response_bytes else None,
         server_timed_requests=timing.requests if timing else None, **parts, outside_ms=outside,
+        server_window_cpu_pct=server_window_cpu_pct,
     )

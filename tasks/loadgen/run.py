@@ -77,6 +77,7 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
                    arrival: str | None = None, cpus: tuple[int, ...] = (),
                    counters: Callable[[], float] | None = None,
                    timings: Callable[[], dict[str, float]] | None = None,
+                   server_cpu_s: Callable[[], float | None] | None = None,
                    progress: Callable[[str], object] | None = None,
                    agree_start: Callable[[int], int] | None = None,
                    phases: OverloadPhases | None = None) -> tuple[Measurement, Path]:
@@ -84,7 +85,9 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
 
     `counters`, when given, returns the server's cumulative count of successful requests; `timings`, the
     server's own cumulative time per part of a request (`measurement.ServerTiming`), scraped at both ends of the
-    measured time (a scrape that fails leaves the point without them, never fails it). `progress`, when
+    measured time (a scrape that fails leaves the point without them, never fails it). `server_cpu_s`, when given,
+    returns the server's cumulative CPU seconds, read at both ends of the measured time too: the server's CPU over
+    exactly the window its throughput is counted in (`Measurement.server_window_cpu_pct`). `progress`, when
     given, receives one line per measured window as the load point runs (see `WindowProgress`). `agree_start`,
     when given, turns this load point's proposed start (CLOCK_MONOTONIC ns, once its workers are ready) into the
     start it shares with another load point run at the same time (a duet: `StartRendezvous`). `phases`, when given,
@@ -106,7 +109,7 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     }))
     limit_s = settings.warmup_s + settings.duration_s + settings.request_timeout_s + PROCESS_GRACE_S
     procs: list[subprocess.Popen] = []
-    scraper: _ServerScraper | None = None
+    scraper: ServerScraper | None = None
     try:
         for index in range(settings.workers):
             affinity = (cpus[index % len(cpus)],) if len(cpus) >= settings.workers > 1 else cpus
@@ -123,8 +126,8 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
         start_ns = time.monotonic_ns() + START_LEAD_NS
         if agree_start is not None:
             start_ns = agree_start(start_ns)
-        if counters is not None or timings is not None:
-            scraper = _ServerScraper(server_probe(counters, timings), start_ns, settings)
+        if counters is not None or timings is not None or server_cpu_s is not None:
+            scraper = ServerScraper(server_probe(counters, timings, server_cpu_s), start_ns, settings)
         # the workers' stdout is always drained (a full pipe would block a worker mid-load)
         windows = WindowProgress(settings, progress or (lambda line: None))
         readers = []
@@ -155,18 +158,23 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     recording.save(str(workdir / "recording.npz"))
     server = scraper.counts(recording) if scraper is not None and counters is not None else None
     timing = scraper.timing() if scraper is not None and timings is not None else None
+    cpu_pct = scraper.cpu_pct() if scraper is not None and server_cpu_s is not None else None
     latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
-    return (summarize(recording, settings, latency_from=latency_from, server=server, timing=timing),
+    return (summarize(recording, settings, latency_from=latency_from, server=server, timing=timing,
+                      server_window_cpu_pct=cpu_pct),
             workdir / "recording.npz")
 
 
 COUNT = "count"  # the probe's key for the `counters` value
+CPU_S = "cpu_s"  # the probe's key for the `server_cpu_s` value
 
 
 def server_probe(counters: Callable[[], float] | None,
-                 timings: Callable[[], dict[str, float]] | None) -> Callable[[], dict[str, float]]:
+                 timings: Callable[[], dict[str, float]] | None,
+                 cpu_s: Callable[[], float | None] | None = None) -> Callable[[], dict[str, float]]:
     """One scrape of what the server reports: its success counter (errors propagate: the counter is checked
-    against the client's) and its timings (a failed scrape is none: a breakdown is never worth a load point)."""
+    against the client's), its timings and its CPU time (a failed scrape of either is none: neither is ever worth a
+    load point)."""
     def probe() -> dict[str, float]:
         values = {COUNT: float(counters())} if counters is not None else {}
         if timings is not None:
@@ -174,6 +182,13 @@ def server_probe(counters: Callable[[], float] | None,
                 values.update({f"timing.{k}": float(v) for k, v in (timings() or {}).items()})
             except (OSError, ValueError, KeyError):
                 pass
+        if cpu_s is not None:
+            try:
+                seconds = cpu_s()
+            except (OSError, ValueError, KeyError):
+                seconds = None
+            if seconds is not None:
+                values[CPU_S] = float(seconds)
         return values
 
     return probe
@@ -288,7 +303,7 @@ class WindowProgress:
                 f"{'yes' if stable else 'no'}")
 
 
-class _ServerScraper:
+class ServerScraper:
     """Scrapes what the server reports (`server_probe`) before the start, at both ends of the measured time, and
     after the load point."""
 
@@ -341,6 +356,14 @@ class _ServerScraper:
         deltas = {key.removeprefix("timing."): end[key] - start[key] for key in end
                   if key.startswith("timing.") and key in start}
         return ServerTiming.from_deltas(deltas)
+
+    def cpu_pct(self) -> float | None:
+        """The server's CPU over the measured window (100 = one core), where both ends read its CPU time."""
+        ends = [self.samples.get(k) for k in ("window_start", "window_end")]
+        if any(end is None or CPU_S not in end[1] for end in ends):
+            return None
+        (t0, start), (t1, end) = ends
+        return 100.0 * (end[CPU_S] - start[CPU_S]) / ((t1 - t0) / 1e9) if t1 > t0 else None
 
 
 def output_shapes(spec: ModelSpec, batch_size: int) -> dict[str, tuple[int, ...]]:

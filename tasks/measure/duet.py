@@ -34,7 +34,7 @@ from tasks.core.spec import ModelSpec
 from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import StartRendezvous, run_load_point
 from tasks.loadgen.settings import LoadSettings
-from tasks.measure.hoststate import HostStateProbe
+from tasks.measure.hoststate import HostStateProbe, ServerReader
 from tasks.measure.served_check import check_served_outputs
 from tasks.measure.session import observe_health
 from tasks.serve.base import Server
@@ -105,9 +105,13 @@ class DuetResult:
 
 
 def _figures(measurement, sampler) -> dict:
-    summary = sampler.summary()
     rps = measurement.throughput_rps
-    cpu_pct = summary.server_cpu_pct
+    # the server's CPU over the measured window itself. The sampler's mean also spans the generators' start and the
+    # rendezvous (the server idle), a share that differs by side and pair: on it, a model 60 times the compute read
+    # a CPU ratio interval of 0.7-13 over 4 pairs; on the window, 3.1-3.8 in every pair.
+    cpu_pct = measurement.server_window_cpu_pct
+    if cpu_pct is None:
+        cpu_pct = sampler.summary().server_cpu_pct
     per_request = (cpu_pct / 100.0 / rps * 1e6) if cpu_pct is not None and rps else None
     return {"throughput_rps": rps, "latency_ms_p50": measurement.latency_ms_p50,
             "latency_ms_p99": measurement.latency_ms_p99, "server_cpu_us_per_request": per_request,
@@ -121,8 +125,9 @@ def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, load: 
         endpoint = live.server.wire_endpoint(live.endpoint, protocol)
         probe = HostStateProbe(live.handle, settings.server_cpus, settings.generator_cpus, others=others)
         with sampler_for(live.handle) as sampler, probe:
-            measurement, _ = run_load_point(endpoint, side.spec, load, workdir,
-                                            cpus=settings.generator_cpus, agree_start=rendezvous.agree)
+            measurement, _ = run_load_point(endpoint, side.spec, load, workdir, cpus=settings.generator_cpus,
+                                            server_cpu_s=ServerReader(live.handle).cpu_s,
+                                            agree_start=rendezvous.agree)
         out[side.label] = {**_figures(measurement, sampler), "host": probe.result.row_fields()}
     except BaseException as exc:  # noqa: BLE001 - reported by the caller; the other side's rendezvous breaks too
         errors[side.label] = f"{type(exc).__name__}: {exc}"

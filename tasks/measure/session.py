@@ -45,7 +45,7 @@ from tasks.loadgen.settings import STABLE_WINDOWS, LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
 from tasks.measure.capabilities import declared_only, probe_capabilities
 from tasks.measure.engine_speed import engine_speed
-from tasks.measure.hoststate import HostState, HostStateProbe
+from tasks.measure.hoststate import HostState, HostStateProbe, ServerReader
 from tasks.measure.inputs import cell_inputs, inputs_sha, runtime_fingerprint, serving_fingerprint
 from tasks.measure.lifecycle import ServerLifeProfile, feature_fields
 from tasks.measure.served_check import ServedCheck, check_served_outputs
@@ -573,7 +573,8 @@ def _run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: Load
             endpoint = load_endpoint(live, cell.protocol)
             measurement, recording = run_load_point(endpoint, ctx.spec, settings, workdir, arrival=config.arrival,
                                                     cpus=ctx.budget.generator_cpus, counters=counters,
-                                                    timings=server_timings(live), phases=phases,
+                                                    timings=server_timings(live),
+                                                    server_cpu_s=ServerReader(live.handle).cpu_s, phases=phases,
                                                     progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
         host = probe.result
         if phases is not None:
@@ -583,6 +584,8 @@ def _run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: Load
         fields["breakdown_source"] = breakdown_source(live.server, measurement)
         fields["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)
         fields.update(sampler.summary().to_dict())
+        if measurement.server_window_cpu_pct is not None:  # exact over the window the throughput is counted in
+            fields["server_cpu_pct"] = measurement.server_window_cpu_pct
         if fields.get("server_cpu_pct") is not None and fields.get("throughput_rps"):
             fields["server_cpu_us_per_request"] = fields["server_cpu_pct"] / 100.0 / fields["throughput_rps"] * 1e6
         fields.update(host.row_fields(), host_state=host.to_json())
