@@ -228,31 +228,20 @@ def test_a_duet_pair_is_flagged_only_when_its_two_sides_saw_different_host_state
     assert pair_host_flag(sides({}, {})) is None  # no host state recorded: nothing to tell apart
 
 
-def test_each_side_of_a_duet_records_the_host_state_counting_the_other_server_as_ours(monkeypatch, tmp_path):
+def test_each_side_of_a_duet_records_the_host_state_counting_the_other_server_as_ours(tmp_path):
     from tasks.measure import duet
 
     cpu = max(os.sched_getaffinity(0))
     servers = [subprocess.Popen([sys.executable, "-c", SPIN, str(cpu)]) for _ in range(2)]
-
-    def fake_load_point(*args, **kwargs):
-        time.sleep(1.0)
-        return SimpleNamespace(throughput_rps=100.0, latency_ms_p50=1.0, latency_ms_p99=2.0, requests=100, errors=0,
-                               generator_cpu_pct=5.0), None
-
-    monkeypatch.setattr(duet, "run_load_point", fake_load_point)
     try:
         handles = [SimpleNamespace(pid=p.pid, container_id="", ports={}) for p in servers]
-        out, errors = {}, {}
-        settings = SimpleNamespace(server_cpus=(cpu,), generator_cpus=(), load=None)
-        side = SimpleNamespace(label="reference", spec=None)
-        live = SimpleNamespace(handle=handles[0], endpoint=None,
-                               server=SimpleNamespace(wire_endpoint=lambda endpoint, protocol: endpoint))
-        duet._load_point(side, live, settings, None, None, tmp_path, SimpleNamespace(agree=None, abort=lambda: None),
-                         out, errors, others=(handles[1],))
-        # the same window read twice: once with the other server as ours, once without
+        sides = [SimpleNamespace(label="reference"), SimpleNamespace(label="candidate")]
+        lives = {side.label: SimpleNamespace(handle=h) for side, h in zip(sides, handles, strict=True)}
+        settings = SimpleNamespace(server_cpus=(cpu,), generator_cpus=())
         other = psutil.Process(servers[1].pid)
-        with HostStateProbe(handles[0], (cpu,), others=(handles[1],)) as ours, HostStateProbe(handles[0], (cpu,)) \
-                as theirs:
+        # the same window read three ways: each side of the pair, each with the other server as ours; and the
+        # reference's server without the other
+        with duet.pair_probes(sides, lives, settings) as probes, HostStateProbe(handles[0], (cpu,)) as theirs:
             before = sum(other.cpu_times()[:2])
             time.sleep(1.0)
             other_s = sum(other.cpu_times()[:2]) - before
@@ -260,12 +249,15 @@ def test_each_side_of_a_duet_records_the_host_state_counting_the_other_server_as
         for proc in servers:
             proc.kill()
             proc.wait()
-    assert not errors, errors
-    host = out["reference"]["host"]
+    ours = probes["reference"].result
+    host = ours.row_fields()
     assert set(host) >= {"neighbour_cpu_pct", "server_cpu_share_pct", "server_cpus_neighbour_pct"}
     assert 10 < host["server_cpu_share_pct"] < 90  # the two "servers" shared the CPU
-    difference = theirs.result.server_cpus_neighbour_pct - ours.result.server_cpus_neighbour_pct
-    assert difference == pytest.approx(100 * other_s / ours.result.window_s, abs=10)
+    difference = theirs.result.server_cpus_neighbour_pct - ours.server_cpus_neighbour_pct
+    assert difference == pytest.approx(100 * other_s / ours.window_s, abs=10)
+    candidate = probes["candidate"].result  # the same window: the two sides read the same other work
+    assert candidate.server_cpus_neighbour_pct == pytest.approx(ours.server_cpus_neighbour_pct, abs=5)
+    assert 10 < candidate.server_cpu_share_pct < 90
 
 
 def _state(neighbour: float) -> HostState:

@@ -171,7 +171,7 @@ def duet_nights(embedded_s3, tmp_path_factory):
     specs = tmp_path_factory.mktemp("duet-specs")
     conn = embedded_s3.connection("serving_eval_s3")
     conf = fast_conf(bucket, models=["duet-mlp"], concurrencies=[2], duration_s=1.0, warmup_s=0.3, window_s=0.25,
-                     control_cell="duet-mlp/onnx/custom", duet_min_pairs=3, duet_max_pairs=4,
+                     control_cell="duet-mlp/onnx/custom", duet_min_pairs=3, duet_max_pairs=6,
                      fail_on_cell_failure=False)
     old = os.environ.get("SERVING_EVAL_MODELS")
     os.environ["SERVING_EVAL_MODELS"] = str(specs)
@@ -230,6 +230,8 @@ def test_a_known_slower_model_is_a_regression_naming_the_changed_input(duet_nigh
     summary, regressions = duet_nights(3, 2048, 0)  # a model 60 times the compute, the same inputs and outputs
     records = {r["metric"]: r for r in regressions["records"] if r.get("kind") == "duet"}
     cpu = records["server_cpu_us_per_request"]
+    print("the duet's record:", json.dumps(cpu["duet"]))  # shown in full when the test fails (pytest cuts messages)
+    print("its pairs:", json.dumps(regressions["duets"][0]["measured"]["pairs"]))
     assert cpu["verdict"] == "regression" and cpu["ratio"] > 1.2, {
         k: cpu.get(k) for k in ("verdict", "ratio", "ratio_ci", "p_value", "min_effect_pct", "reason", "duet")}
     assert records["throughput_rps"]["verdict"] == "regression", records["throughput_rps"]

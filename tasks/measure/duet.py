@@ -24,8 +24,8 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -106,9 +106,8 @@ class DuetResult:
 
 def _figures(measurement, sampler) -> dict:
     rps = measurement.throughput_rps
-    # the server's CPU over the measured window itself. The sampler's mean also spans the generators' start and the
-    # rendezvous (the server idle), a share that differs by side and pair: on it, a model 60 times the compute read
-    # a CPU ratio interval of 0.7-13 over 4 pairs; on the window, 3.1-3.8 in every pair.
+    # the server's CPU over the measured window itself: the sampler's mean also spans the generators' start and the
+    # rendezvous, the server idle, a share that differs by side and pair
     cpu_pct = measurement.server_window_cpu_pct
     if cpu_pct is None:
         cpu_pct = sampler.summary().server_cpu_pct
@@ -120,18 +119,30 @@ def _figures(measurement, sampler) -> dict:
 
 
 def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, load: LoadSettings, protocol: str | None,
-                workdir: Path, rendezvous: StartRendezvous, out: dict, errors: dict, others: tuple = ()) -> None:
+                workdir: Path, rendezvous: StartRendezvous, out: dict, errors: dict) -> None:
     try:
         endpoint = live.server.wire_endpoint(live.endpoint, protocol)
-        probe = HostStateProbe(live.handle, settings.server_cpus, settings.generator_cpus, others=others)
-        with sampler_for(live.handle) as sampler, probe:
+        with sampler_for(live.handle) as sampler:
             measurement, _ = run_load_point(endpoint, side.spec, load, workdir, cpus=settings.generator_cpus,
                                             server_cpu_s=ServerReader(live.handle).cpu_s,
                                             agree_start=rendezvous.agree)
-        out[side.label] = {**_figures(measurement, sampler), "host": probe.result.row_fields()}
+        out[side.label] = _figures(measurement, sampler)
     except BaseException as exc:  # noqa: BLE001 - reported by the caller; the other side's rendezvous breaks too
         errors[side.label] = f"{type(exc).__name__}: {exc}"
         rendezvous.abort()
+
+
+@contextmanager
+def pair_probes(sides: list[DuetSide], lives: dict[str, LiveServer],
+                settings: DuetSettings) -> Iterator[dict[str, HostStateProbe]]:
+    """One host-state probe per side, all over one window around the whole pair, each counting the other server as
+    ours. A probe of each side's own load point would end when that side's ended, before the other side's generator
+    workers were reaped (a child's CPU is ours only once reaped): on a busy host one side read their start-up as
+    other work, about 10 points more than the other side, and the pair was set aside (3 pairs of 4 in one duet)."""
+    with ExitStack() as stack:
+        yield {side.label: stack.enter_context(HostStateProbe(
+            lives[side.label].handle, settings.server_cpus, settings.generator_cpus,
+            others=tuple(lives[o.label].handle for o in sides if o is not side))) for side in sides}
 
 
 def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str, LiveServer],
@@ -146,17 +157,17 @@ def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str
     out: dict[str, dict] = {}
     errors: dict[str, str] = {}
     threads = []
-    for side in sides:
-        workdir = Path(tempfile.mkdtemp(prefix=f"duet-{side.label}-", dir=scratch))
-        others = tuple(lives[o.label].handle for o in sides if o is not side)  # the other server is ours too
-        thread = threading.Thread(target=_load_point, args=(side, lives[side.label], settings, load, protocol,
-                                                            workdir, rendezvous, out, errors, others), daemon=True)
-        thread.start()
-        threads.append(thread)
     limit_s = load.warmup_s + load.duration_s + load.request_timeout_s + 120.0
-    deadline = time.monotonic() + limit_s
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
+    with pair_probes(sides, lives, settings) as probes:
+        for side in sides:
+            workdir = Path(tempfile.mkdtemp(prefix=f"duet-{side.label}-", dir=scratch))
+            thread = threading.Thread(target=_load_point, args=(side, lives[side.label], settings, load, protocol,
+                                                                workdir, rendezvous, out, errors), daemon=True)
+            thread.start()
+            threads.append(thread)
+        deadline = time.monotonic() + limit_s
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
     if any(t.is_alive() for t in threads):
         return None, f"pair {index}: a load point ran past its bound of {limit_s:.0f} s"
     if errors:
@@ -166,6 +177,8 @@ def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str
         if not health.alive:
             return None, (f"pair {index}: the {side.label} server {side.server.name} died or hung "
                           f"(exit {health.exit_code}); log tail:\n{health.log_tail[-1500:]}")
+    for label, probe in probes.items():
+        out[label]["host"] = probe.result.row_fields()
     return DuetPair(load_index, index, sides[0].label, out), None
 
 
