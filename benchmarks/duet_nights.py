@@ -94,6 +94,7 @@ def _side(label: str, server_name: str, variant, budget):
 
 def _solo(server_name: str, variant, load, budget, log_dir: Path) -> dict:
     """One fresh server session, one load point: its throughput and CPU per request (over the measured window)."""
+    from tasks.loadgen.measurement import server_cpu
     from tasks.loadgen.run import run_load_point
     from tasks.measure.hoststate import ServerReader
     from tasks.serve.launchers.process import ProcessLauncher
@@ -104,9 +105,8 @@ def _solo(server_name: str, variant, load, budget, log_dir: Path) -> dict:
     with server_session(side.server, side.artifact, side.spec, ProcessLauncher(), settings) as live:
         m, _ = run_load_point(live.endpoint, side.spec, load, Path(tempfile.mkdtemp(dir=log_dir)),
                               cpus=budget.generator_cpus, server_cpu_s=ServerReader(live.handle).cpu_s)
-    cpu = m.server_window_cpu_pct
-    return {"throughput_rps": m.throughput_rps, "server_cpu_us_per_request":
-            cpu / 100 / m.throughput_rps * 1e6 if cpu and m.throughput_rps else None, "errors": m.errors}
+    return {"throughput_rps": m.throughput_rps, "server_cpu_us_per_request": server_cpu(m, None)[1],
+            "errors": m.errors}
 
 
 def _engine_us(variant, budget) -> float | None:

@@ -177,6 +177,15 @@ class Measurement:
         return json.dumps(self.errors_by_kind, sort_keys=True)
 
 
+def server_cpu(measurement: Measurement, sampled_pct: float | None) -> tuple[float | None, float | None]:
+    """The server's CPU % and CPU time per request (µs) of a load point: over its measured window where its CPU
+    time was read at both ends (`server_window_cpu_pct`), else `sampled_pct`, a resource sampler's mean over the
+    whole point (which also counts the server idle while the generator starts)."""
+    pct = measurement.server_window_cpu_pct if measurement.server_window_cpu_pct is not None else sampled_pct
+    rps = measurement.throughput_rps
+    return pct, (pct / 100.0 / rps * 1e6 if pct is not None and rps else None)
+
+
 def measured_mask(recording: Recording) -> np.ndarray:
     return (recording.scheduled_ns >= recording.warmup_end_ns) & (recording.scheduled_ns < recording.end_ns)
 

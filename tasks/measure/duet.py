@@ -10,9 +10,10 @@ two load generators share the generator's CPUs and are driven at the same load, 
 started fresh for it and warmed for at least FRESH_SERVER_WARMUP_S inside the point (discarded); the side started
 first (server and generator) alternates from pair to pair. Pairs are added, from `settings.min_pairs` up to
 `settings.max_pairs`, until `decided(pairs)` says the verdict is settled (Pinpoint's way: measure more only while
-undecided). Each side's row figures include the server's CPU time per request (its process tree or container,
-sampled over the load point) and, under `host`, the host's state over it (tasks/measure/hoststate.py: the other
-side's server counts as ours; `tasks.validate.outcome.pair_host_flag` tells a pair whose sides saw different ones).
+undecided). Each side's row figures include the server's CPU time per request (its process tree or container, over
+the measured window) and, under `host`, the host's state over the whole pair (`pair_probes`,
+tasks/measure/hoststate.py: the other side's server counts as ours; `tasks.validate.outcome.pair_host_flag` tells a
+pair whose sides saw different ones).
 
 This is the one place two servers run at once on a host, by design. Nothing here judges: tasks/regress/duet.py
 reads the pairs.
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from tasks.convert.artifact import Artifact
 from tasks.core.spec import ModelSpec
+from tasks.loadgen.measurement import server_cpu
 from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import StartRendezvous, run_load_point
 from tasks.loadgen.settings import LoadSettings
@@ -105,14 +107,8 @@ class DuetResult:
 
 
 def _figures(measurement, sampler) -> dict:
-    rps = measurement.throughput_rps
-    # the server's CPU over the measured window itself: the sampler's mean also spans the generators' start and the
-    # rendezvous, the server idle, a share that differs by side and pair
-    cpu_pct = measurement.server_window_cpu_pct
-    if cpu_pct is None:
-        cpu_pct = sampler.summary().server_cpu_pct
-    per_request = (cpu_pct / 100.0 / rps * 1e6) if cpu_pct is not None and rps else None
-    return {"throughput_rps": rps, "latency_ms_p50": measurement.latency_ms_p50,
+    cpu_pct, per_request = server_cpu(measurement, sampler.summary().server_cpu_pct)
+    return {"throughput_rps": measurement.throughput_rps, "latency_ms_p50": measurement.latency_ms_p50,
             "latency_ms_p99": measurement.latency_ms_p99, "server_cpu_us_per_request": per_request,
             "requests": measurement.requests, "errors": measurement.errors,
             "generator_cpu_pct": measurement.generator_cpu_pct, "server_cpu_pct": cpu_pct}

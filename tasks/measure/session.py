@@ -36,7 +36,7 @@ from tasks.core.metadata import collect_host_metadata, host_name
 from tasks.core.paths import run_dir
 from tasks.core.results import CELL_KEY, DEFAULT_CONFIG_ID, OVERLOAD_MODE, empty_row
 from tasks.core.spec import ModelSpec, load_spec
-from tasks.loadgen.measurement import Measurement
+from tasks.loadgen.measurement import Measurement, server_cpu
 from tasks.loadgen.overload import OverloadFigures, OverloadPhases, phases_for, summarize_overload
 from tasks.loadgen.recording import Recording
 from tasks.loadgen.resources import Footprint, read_footprint, sampler_for
@@ -45,7 +45,7 @@ from tasks.loadgen.settings import STABLE_WINDOWS, LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
 from tasks.measure.capabilities import declared_only, probe_capabilities
 from tasks.measure.engine_speed import engine_speed
-from tasks.measure.hoststate import HostState, HostStateProbe, ServerReader
+from tasks.measure.hoststate import HostState, HostStateProbe
 from tasks.measure.inputs import cell_inputs, inputs_sha, runtime_fingerprint, serving_fingerprint
 from tasks.measure.lifecycle import ServerLifeProfile, feature_fields
 from tasks.measure.served_check import ServedCheck, check_served_outputs
@@ -574,7 +574,7 @@ def _run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: Load
             measurement, recording = run_load_point(endpoint, ctx.spec, settings, workdir, arrival=config.arrival,
                                                     cpus=ctx.budget.generator_cpus, counters=counters,
                                                     timings=server_timings(live),
-                                                    server_cpu_s=ServerReader(live.handle).cpu_s, phases=phases,
+                                                    server_cpu_s=probe.server.cpu_s, phases=phases,
                                                     progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
         host = probe.result
         if phases is not None:
@@ -584,10 +584,10 @@ def _run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: Load
         fields["breakdown_source"] = breakdown_source(live.server, measurement)
         fields["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)
         fields.update(sampler.summary().to_dict())
-        if measurement.server_window_cpu_pct is not None:  # exact over the window the throughput is counted in
-            fields["server_cpu_pct"] = measurement.server_window_cpu_pct
-        if fields.get("server_cpu_pct") is not None and fields.get("throughput_rps"):
-            fields["server_cpu_us_per_request"] = fields["server_cpu_pct"] / 100.0 / fields["throughput_rps"] * 1e6
+        cpu_pct, per_request = server_cpu(measurement, fields["server_cpu_pct"])
+        fields["server_cpu_pct"] = cpu_pct
+        if per_request is not None:
+            fields["server_cpu_us_per_request"] = per_request
         fields.update(host.row_fields(), host_state=host.to_json())
     except Exception as exc:  # noqa: BLE001 - this cell fails; the session goes on
         load_error = f"{type(exc).__name__}: {exc}"
