@@ -1,4 +1,6 @@
-"""The README and docs/*.md link only to what exists: every relative link's file, and its #anchor's heading.
+"""The README and docs/*.md link only to what exists: every relative link's file, and its #anchor's heading. The code
+cites the docs the same way (`docs/design.md#outcomes` in a docstring): every such citation resolves too, no file
+cites a design document outside the repository, and the README's documentation table lists every page.
 
 Anchors follow GitHub's heading slugs: the heading's text (inline code, emphasis and link markup dropped),
 lowercased, every character that is not a letter, digit, '-', '_' or space removed, each space made '-';
@@ -29,6 +31,9 @@ ATX_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 HTML_ANCHOR = re.compile(r"<a\s[^>]*\b(?:id|name)\s*=\s*\"([^\"]+)\"", re.I)
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:|^//")
 LINE_ANCHOR = re.compile(r"^L\d+(?:-L\d+)?$")  # GitHub's line anchors on a non-Markdown file
+CODE_FOLDERS = ("tasks", "dags", "plugins", "benchmarks", "tests")  # where code may cite a docs page
+DOC_CITATION = re.compile(r"\bdocs/([\w.-]+\.md)(?:#([\w-]+))?")
+OUTSIDE_DESIGN = re.compile(r"(?<![\w/])DESIGN\.md")  # the design notes this repository never held: docs/design.md
 
 
 def _blank(text: str) -> str:
@@ -168,3 +173,48 @@ def test_links_in_code_are_not_links(tmp_path):
     page.write_text("See [a](a.md) and `[b](b.md)`.\n```\n[c](c.md)\n```\n[d](<d e.md#x> \"title\")\n"
                     "[ref]: f.md\n", encoding="utf-8")
     assert links(page) == [(1, "a.md"), (5, "d e.md#x"), (6, "f.md")]
+
+
+def code_files() -> list[Path]:
+    return sorted(p for folder in CODE_FOLDERS for p in (REPO / folder).rglob("*.py"))
+
+
+def test_code_citations_of_docs_resolve():
+    problems = []
+    for path in code_files():
+        text = path.read_text(encoding="utf-8")
+        for match in DOC_CITATION.finditer(text):
+            page, anchor = match.groups()
+            target = f"docs/{page}" + (f"#{anchor}" if anchor else "")
+            why = link_problem(README, target)  # resolved from the repository root, as the README does
+            if why:
+                line = text.count("\n", 0, match.start()) + 1
+                problems.append(f"{path.relative_to(REPO)}:{line}: {target}: {why}")
+    assert not problems, "citations of docs pages that do not resolve:\n" + "\n".join(problems)
+
+
+def test_nothing_cites_a_design_document_outside_the_repository():
+    cited = [f"{path.relative_to(REPO)}:{number}" for path in [*code_files(), *DOC_FILES]
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if OUTSIDE_DESIGN.search(line) and path != Path(__file__).resolve()]
+    assert not cited, "cite docs/design.md by section instead of DESIGN.md: " + ", ".join(cited)
+
+
+def documentation_table(readme: str) -> str:
+    """The README's "Documentation" section: from its heading to the next second-level heading."""
+    section = readme.split("\n## Documentation\n", 1)[-1]
+    return section.split("\n## ", 1)[0]
+
+
+def test_readme_lists_every_docs_page(tmp_path):
+    table = tmp_path / "documentation.md"
+    table.write_text(documentation_table(README.read_text(encoding="utf-8")), encoding="utf-8")
+    listed = {target.partition("#")[0] for _, target in links(table)}
+    missing = [f"docs/{p.name}" for p in DOC_FILES[1:] if f"docs/{p.name}" not in listed]
+    assert not missing, f"README.md's documentation table does not link: {', '.join(missing)}"
+
+
+def test_code_citation_pattern(tmp_path):
+    text = "rules (docs/design.md#outcomes), the page docs/measuring.md, not docs/x.py#a"
+    assert [m.groups() for m in DOC_CITATION.finditer(text)] == [("design.md", "outcomes"), ("measuring.md", None)]
+    assert OUTSIDE_DESIGN.search("see DESIGN.md") and not OUTSIDE_DESIGN.search("docs/design.md")

@@ -24,7 +24,7 @@ class Artifact:
         return bool(self.record["parity"]) and all(p["allclose"] for p in self.record["parity"])
 
     def parity_record(self, spec: ModelSpec) -> dict:
-        """The DESIGN.md parity contract for this artifact."""
+        """The parity record of this artifact (docs/design.md#the-parity-contract)."""
         worst_abs = max(p["max_abs_err"] for p in self.record["parity"])
         worst_rel = max(p["max_rel_err"] for p in self.record["parity"])
         ratios = [p["max_err_ratio"] for p in self.record["parity"] if "max_err_ratio" in p]

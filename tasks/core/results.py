@@ -1,4 +1,4 @@
-"""The results table contract (DESIGN.md): one row per cell, versioned; Parquet and CSV.
+"""The results table contract (docs/design.md#the-results-contract): one row per cell, versioned; Parquet and CSV.
 
 Every column is declared once, in `CONTRACT`, with its type, unit, meaning and the schema version that added it;
 `COLUMNS` (name -> pandas dtype), the Arrow schema every Parquet file is written with, and the data dictionary

@@ -1,5 +1,5 @@
 """The host's state over one load point: how much of the host other work used, the hypervisor's steal, whether the
-server got the CPU it was given, and the load average (DESIGN.md, "Measuring honestly").
+server got the CPU it was given, and the load average (docs/design.md#the-hosts-state).
 
     with HostStateProbe(live.handle, server_cpus=(1,), generator_cpus=(0,)) as probe:
         ...  # the load point

@@ -1,6 +1,6 @@
 """When a row may say `ok`: the outcome rules of a load point and of a server session, in one place.
 
-The load generator records and the session observes; this module judges (DESIGN.md, "Outcomes"). A load
+The load generator records and the session observes; this module judges (docs/design.md#outcomes). A load
 point is `ok` only when all of these hold, checked in this order, and `failed` with the first broken rule
 as its reason otherwise (the measured figures stay in the row for diagnosis):
 
