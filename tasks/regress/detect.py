@@ -78,14 +78,6 @@ def same_figure(metric: str) -> str:
     return (METRICS[metric].same_figure_as if metric in METRICS else None) or metric
 
 
-def min_effect_text(metric: str) -> str:
-    """The metric's minimum effect in words: "5 %", or "20 % and 0.15 s" with an absolute floor."""
-    text = f"{100 * min_effect(metric):.0f} %"
-    floor = min_abs_change(metric)
-    unit = METRICS[metric].unit if metric in METRICS else ""
-    return text if floor is None else f"{text} and {floor:g} {unit}".rstrip()
-
-
 @dataclass
 class CellHistory:
     """One cell's earlier nights (ok rows, oldest first) and which of them may form its baseline."""
@@ -272,11 +264,6 @@ def holm_by_figure(p_values: list[float], figures: list, alpha: float) -> list[b
         smallest[figure] = min(p, smallest.get(figure, 1.0))
     decided = dict(zip(smallest, holm(list(smallest.values()), alpha), strict=True))
     return [decided[figure] for figure in figures]
-
-
-def bad_change(metric: str, log_delta: float) -> float:
-    """The relative change in the bad direction (> 0: worse): a rise for latency, a fall for throughput."""
-    return bad_sign(metric) * (math.exp(log_delta) - 1.0)
 
 
 def big_enough(test: Test, sign: int) -> bool:
