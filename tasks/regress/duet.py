@@ -38,7 +38,6 @@ DEFAULT_NOISE_FLOOR = 0.02
 # the whole minimum effect, where a 5 % step is found about half the time (docs/regressions.md, "What it finds").
 PASS_THROUGH: dict[tuple[str, str], float] = {}
 DEFAULT_PASS_THROUGH = 0.5
-SIDES = ("reference", "candidate")
 
 
 def bad_sign(metric: str) -> int:
