@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, field
 
 from tasks.core.metadata import host_fingerprint
-from tasks.core.metrics import DEFAULT_MIN_EFFECT, HIGHER, METRICS, metrics_where, number
+from tasks.core.metrics import DEFAULT_MIN_EFFECT, METRICS, bad_sign, metrics_where, number
 from tasks.core.results import CELL_KEY, cell_key, is_overload
 from tasks.regress.noise import Noise, cell_noises, row_se, winsorized_mean
 
@@ -57,12 +57,6 @@ def comparison_key(row: dict) -> tuple:
     configuration is never the baseline of another; the protocol too: JSON, binary and gRPC figures of one point
     are not comparable, and a row before 1.1 is its server's REST JSON) and the host."""
     return (*cell_key(row), host_fingerprint(row))
-
-
-def bad_sign(metric: str) -> int:
-    """+1 when a rise is bad (latency), -1 when a fall is bad (throughput)."""
-    meta = METRICS.get(metric)
-    return -1 if meta is not None and meta.better == HIGHER else 1
 
 
 def min_effect(metric: str) -> float:
