@@ -33,8 +33,10 @@ test: venv lint
 test-fast: venv
 	$(PY) -m pytest -q -ra -m "not integration and not slow" tests
 
+## lint: ruff, and vulture for names nothing uses (a use anywhere counts; vulture_whitelist.py: what frameworks call)
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/vulture tasks dags plugins benchmarks docker tests vulture_whitelist.py
 
 ## engine: install Docker (Debian's docker.io) and debootstrap when missing, start dockerd unless an engine answers
 engine: venv

@@ -304,3 +304,12 @@ def test_a_contended_point_is_measured_again_once_then_judged(monkeypatch, neigh
         assert row["reason"] is None
     events = life.timeline["cells"][cell.cell_id]
     assert ("quiet_wait" in events) is remeasured
+
+
+def test_hostload_reads_the_hosts_busy_time_through_read_proc_stat(monkeypatch) -> None:
+    from tasks.measure import hostload
+
+    monkeypatch.setattr(hostload, "read_proc_stat", lambda: {"cpu": CpuTime(busy_s=10.0, steal_s=2.5)})
+    assert hostload.host_busy_cpu_s() == 12.5  # steal is time the host's cores were taken from us too
+    monkeypatch.setattr(hostload, "read_proc_stat", lambda: None)
+    assert hostload.host_busy_cpu_s() is None

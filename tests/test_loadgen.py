@@ -399,3 +399,13 @@ def test_make_pacer_uses_a_timerfd_on_linux():
 
     assert asyncio.run(kind()) is (TimerfdPacer if sys.platform.startswith("linux") else LoopTimerPacer)
 
+
+
+def test_t_975_is_students_t_at_three_decimals() -> None:
+    from tasks.loadgen.measurement import t_975
+
+    printed = {1: 12.706, 2: 4.303, 5: 2.571, 10: 2.228, 12: 2.179, 30: 2.042, 60: 2.000, 120: 1.980}
+    assert {df: t_975(df) for df in printed} == printed  # a printed table's values
+    assert t_975(13) == 2.160  # between a table's entries: the quantile itself, not the next smaller df's
+    assert t_975(0) == t_975(1)
+    assert t_975(100_000) == 1.960

@@ -224,3 +224,12 @@ def test_cells_that_differ_get_their_own_noise_and_cells_that_agree_are_pooled()
     own = cell_noises("throughput_rps", {"custom": differ})["custom"]
     assert all(n.moderated for n in own)
     assert own[0].sigma > 2 * own[1].sigma and own[2].sigma > 2 * own[3].sigma  # noisy cells wide, quiet ones narrow
+
+
+def test_bad_sign_reads_the_metrics_table_and_refuses_an_unknown_metric() -> None:
+    from tasks.core.metrics import bad_sign
+
+    assert bad_sign("throughput_rps") == -1  # a fall is bad
+    assert bad_sign("latency_ms_p99") == 1  # a rise is bad
+    with pytest.raises(ValueError, match="'no_such_metric'"):
+        bad_sign("no_such_metric")

@@ -13,7 +13,7 @@ from tasks.core.faces import lazy_exports
 EXPORTS = {
     "Artifact": "artifact", "ConversionSkipped": "core", "artifact_key": "core", "check_conversion": "core",
     "convert": "core", "local_artifact": "core", "recheck_parity": "core", "FORMATS": "graph", "HOPS": "graph",
-    "SOURCE_KINDS": "graph", "Hop": "graph", "find_path": "graph", "reachable_formats": "graph",
+    "Hop": "graph", "find_path": "graph", "reachable_formats": "graph",
 }
 __all__ = sorted(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

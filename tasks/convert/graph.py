@@ -17,7 +17,6 @@ from tasks.core.spec import DTYPES, ModelSpec
 from tasks.runtimes.venvs import requirements_sha256
 
 FORMATS = ("onnx", "torchscript", "savedmodel", "tensorrt")
-SOURCE_KINDS = ("torch", "keras", "onnx", "torchscript", "savedmodel")
 # Input/output dtypes each format can carry (TensorRT has no float64 tensors).
 FORMAT_DTYPES: dict[str, tuple[str, ...]] = {
     "onnx": DTYPES, "torchscript": DTYPES, "savedmodel": DTYPES,

@@ -112,6 +112,15 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 )}
 
 
+def bad_sign(metric: str) -> int:
+    """+1 when a rise of `metric` is bad (latency), -1 when a fall is (throughput). A metric outside the table has no
+    known good direction: a ValueError naming it, never a guess."""
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r}: not in the metrics table (tasks/core/metrics.py), so whether a rise is "
+                         "bad is unknown")
+    return -1 if METRICS[metric].better == HIGHER else 1
+
+
 def metrics_where(flag: str) -> tuple[str, ...]:
     """The names of the metrics with `flag` set (judged, compared, reported, drift, window_spread, duet), in table
     order."""

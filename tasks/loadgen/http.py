@@ -32,10 +32,6 @@ def _length_tokens(length: int) -> tuple[bytes, bytes]:
     return tokens
 
 
-class ConnectionClosed(ConnectionError):
-    pass
-
-
 class Driver(Protocol):
     """What a connection calls back: the engine's closed- or open-loop driver."""
 

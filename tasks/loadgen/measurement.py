@@ -54,8 +54,7 @@ LATENCY_FROM = ("sent", "scheduled")
 MIN_WINDOW_COMPLETIONS = 50  # below this many completions per time window on average, windows are cut by count
 MIN_COUNT_WINDOW = 5  # a count window holds at least this many completions
 OMITTED_SAMPLES_PER_STALL = 2000
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # Student t
+T_DECIMALS = 3  # the t quantile's precision in the throughput interval (a printed table's)
 
 
 @dataclass(frozen=True)
@@ -204,11 +203,10 @@ def latencies_ms(recording: Recording, latency_from: str) -> np.ndarray:
 
 
 def t_975(df: int) -> float:
-    """Student's t quantile 0.975 for `df` >= 1 degrees of freedom (from the table; between its entries, the
-    value of the next smaller df, which is the larger, so the interval errs wide)."""
-    if df >= 120:
-        return 1.96
-    return T_975[max(k for k in T_975 if k <= max(df, 1))]
+    """Student's t quantile 0.975 for `df` >= 1 degrees of freedom (scipy), at T_DECIMALS decimals."""
+    from scipy import stats  # imported here: a generator worker that never summarizes does not load scipy
+
+    return round(float(stats.t.ppf(0.975, max(df, 1))), T_DECIMALS)
 
 
 def request_latencies_ns(recording: Recording, start_ns: np.ndarray, timeout_ns: int) -> np.ndarray:

@@ -432,11 +432,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def summarize_file(path: Path, settings: LoadSettings) -> Measurement:
-    """The summary of a saved recording (e.g. to re-check a night's figures)."""
-    latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
-    return summarize(Recording.load(str(path)), settings, latency_from=latency_from)
-
-
 if __name__ == "__main__":
     sys.exit(main())

@@ -44,10 +44,7 @@ from tasks.serve.hostlock import host_lock
 from tasks.serve.launchers.base import Launcher
 from tasks.serve.session import LiveServer, SessionSettings, server_session
 
-SIDES = ("reference", "candidate")
 FRESH_SERVER_WARMUP_S = 1.0  # every pair's load point warms its fresh servers at least this long (discarded)
-PAIR_FIGURES = ("throughput_rps", "latency_ms_p50", "latency_ms_p99", "server_cpu_us_per_request", "requests",
-                "errors", "generator_cpu_pct", "server_cpu_pct")
 
 
 @dataclass(frozen=True)
@@ -85,7 +82,7 @@ class DuetPair:
     load: int  # which of the settings' load points
     index: int  # the pair's number at that load point
     first: str  # the label of the side whose generator started first
-    sides: dict[str, dict]  # label -> that side's figures (PAIR_FIGURES)
+    sides: dict[str, dict]  # label -> that side's figures (`_figures`)
 
     def to_dict(self) -> dict:
         return {"load": self.load, "index": self.index, "first": self.first, "sides": self.sides}

@@ -28,7 +28,6 @@ from tasks.measure.hoststate import read_loadavg, read_proc_stat
 from tasks.plan.config import RunConfig
 from tasks.serve.budget import format_cpu_set, host_cpus, parse_cpu_set, plan_budget
 
-SEVERITIES = ("ok", "note", "warning", "refused")
 BUSY_PCT = 25.0  # other work above this during the sample: points measured now would likely be contended
 STEAL_PCT = 5.0  # steal above this: the hypervisor gives this VM's CPUs to others
 MIN_MEMORY_MB = 512  # available memory below this refuses a run: a server and its generator would not fit
@@ -49,7 +48,7 @@ class HostRefused(ServingEvalError):
 class Finding:
     name: str
     value: str  # what was read
-    severity: str  # one of SEVERITIES
+    severity: str  # "ok", "note", "warning" or "refused"
     effect: str  # what it does to the numbers (and, when refused, what to change)
 
     def to_dict(self) -> dict:

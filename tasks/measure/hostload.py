@@ -16,11 +16,10 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import psutil
 
-PROC_STAT = Path("/proc/stat")
+from tasks.measure.hoststate import read_proc_stat
 
 
 @dataclass(frozen=True)
@@ -43,14 +42,10 @@ class HostLoad:
 
 
 def host_busy_cpu_s() -> float | None:
-    """Busy CPU seconds of all cores since boot (user+nice+system+irq+softirq+steal), None without /proc/stat."""
-    try:
-        first = PROC_STAT.read_text().splitlines()[0].split()
-    except OSError:
-        return None
-    ticks = os.sysconf("SC_CLK_TCK")
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in first[1:9])
-    return (user + nice + system + irq + softirq + steal) / ticks
+    """Busy CPU seconds of all cores since boot, steal included (`hoststate.read_proc_stat`), None without
+    /proc/stat."""
+    cpus = read_proc_stat()
+    return None if cpus is None else cpus["cpu"].busy_s + cpus["cpu"].steal_s
 
 
 def own_cpu_s() -> tuple[float, dict[tuple[int, float], float]]:

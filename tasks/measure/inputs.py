@@ -33,7 +33,6 @@ from tasks.runtimes.venvs import ensure_runtime, files_sha256, runtime_packages
 from tasks.serve.options import ServingOptions
 
 INPUTS_SCHEMA = 1
-STACK_PARTS = ("model", "runtime", "server", "serving")  # what inputs_sha covers; `loadgen` is reported apart
 OPTION_FIELDS = tuple(f.name for f in fields(ServingOptions) if f.name != "runtime_dir")
 
 

@@ -25,7 +25,6 @@ from tasks.serve.lines import LineCount
 
 LIFECYCLE_COLUMNS = ("first_correct_s", "idle_rss_mb", "session_rss_peak_mb", "rss_growth_mb", "server_processes",
                      "server_threads", "runtime_size_mb")
-FEATURE_COLUMNS = ("capabilities", "capability_findings", "config_lines", "code_lines", "serving_files")
 
 
 @dataclass

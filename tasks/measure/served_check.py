@@ -21,6 +21,7 @@ from tasks.convert.parity import REFERENCE_FILE, compare, load_reference
 from tasks.core.spec import ModelSpec, make_inputs
 from tasks.loadgen.protocols import Codec, get_codec
 from tasks.serve.base import Endpoint
+from tasks.validate.outcome import SERVED_RATIO_LIMIT
 
 REQUEST_TIMEOUT_S = 60.0
 
@@ -126,10 +127,10 @@ def check_served_outputs(protocol: str, endpoint: Endpoint, spec: ModelSpec, art
         if not result["shapes_match"]:
             return failed(f"batch {batch_size}: output shapes {result['shapes']['actual']} differ from the "
                           f"reference's {result['shapes']['reference']}")
-        if first_correct_at is None and result["max_err_ratio"] <= 1.0:
+        if first_correct_at is None and result["max_err_ratio"] <= SERVED_RATIO_LIMIT:
             first_correct_at = answered_at
         if result["max_err_ratio"] >= worst:
             worst = result["max_err_ratio"]
             where = (f"batch {batch_size}: max |a-b| {result['max_abs_err']:.3g} (atol {atol:g}, rtol {rtol:g}), "
                      f"worst |a-b|/(atol+rtol*|b|) {worst:.3g}")
-    return ServedCheck(worst, worst <= 1.0, sizes, described, where, protocol, first_correct_at)
+    return ServedCheck(worst, worst <= SERVED_RATIO_LIMIT, sizes, described, where, protocol, first_correct_at)

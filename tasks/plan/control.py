@@ -25,7 +25,6 @@ from tasks.core.errors import ConfigError
 from tasks.core.metrics import metrics_where
 from tasks.core.results import POINT_KEY, SESSION_KEY
 
-DEFAULT_CONTROL_CELL = "mlp/onnx/custom"
 CONTROL_CONCURRENCY = 4  # requests in flight per generator process (see above)
 CONTROL_SESSION_PREFIX = "control."
 # What must match between a row and the control's name for the row to be the control: its server session's key.

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, field
 
 from tasks.core.metadata import host_fingerprint
-from tasks.core.metrics import DEFAULT_MIN_EFFECT, HIGHER, METRICS, metrics_where, number
+from tasks.core.metrics import DEFAULT_MIN_EFFECT, METRICS, bad_sign, metrics_where, number
 from tasks.core.results import CELL_KEY, cell_key, is_overload
 from tasks.regress.noise import Noise, cell_noises, row_se, winsorized_mean
 
@@ -59,12 +59,6 @@ def comparison_key(row: dict) -> tuple:
     return (*cell_key(row), host_fingerprint(row))
 
 
-def bad_sign(metric: str) -> int:
-    """+1 when a rise is bad (latency), -1 when a fall is bad (throughput)."""
-    meta = METRICS.get(metric)
-    return -1 if meta is not None and meta.better == HIGHER else 1
-
-
 def min_effect(metric: str) -> float:
     return METRICS[metric].min_effect if metric in METRICS else DEFAULT_MIN_EFFECT
 
@@ -76,14 +70,6 @@ def min_abs_change(metric: str) -> float | None:
 def same_figure(metric: str) -> str:
     """The figure a metric is one hypothesis with (samples/s is requests/s times the batch size)."""
     return (METRICS[metric].same_figure_as if metric in METRICS else None) or metric
-
-
-def min_effect_text(metric: str) -> str:
-    """The metric's minimum effect in words: "5 %", or "20 % and 0.15 s" with an absolute floor."""
-    text = f"{100 * min_effect(metric):.0f} %"
-    floor = min_abs_change(metric)
-    unit = METRICS[metric].unit if metric in METRICS else ""
-    return text if floor is None else f"{text} and {floor:g} {unit}".rstrip()
 
 
 @dataclass
@@ -272,11 +258,6 @@ def holm_by_figure(p_values: list[float], figures: list, alpha: float) -> list[b
         smallest[figure] = min(p, smallest.get(figure, 1.0))
     decided = dict(zip(smallest, holm(list(smallest.values()), alpha), strict=True))
     return [decided[figure] for figure in figures]
-
-
-def bad_change(metric: str, log_delta: float) -> float:
-    """The relative change in the bad direction (> 0: worse): a rise for latency, a fall for throughput."""
-    return bad_sign(metric) * (math.exp(log_delta) - 1.0)
 
 
 def big_enough(test: Test, sign: int) -> bool:

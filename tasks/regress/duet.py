@@ -23,7 +23,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from tasks.core.metrics import HIGHER, METRICS, metrics_where
+from tasks.core.metrics import METRICS, bad_sign, metrics_where
 
 DUET_METRICS = metrics_where("duet")
 ALPHA_DUET = 0.05  # family-wise error rate of a night's duet tests (Bonferroni over cells x metrics)
@@ -38,11 +38,6 @@ DEFAULT_NOISE_FLOOR = 0.02
 # the whole minimum effect, where a 5 % step is found about half the time (docs/regressions.md, "What it finds").
 PASS_THROUGH: dict[tuple[str, str], float] = {}
 DEFAULT_PASS_THROUGH = 0.5
-SIDES = ("reference", "candidate")
-
-
-def bad_sign(metric: str) -> int:
-    return -1 if METRICS[metric].better == HIGHER else 1
 
 
 def pass_through(server: str, fmt: str) -> float:

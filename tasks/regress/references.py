@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 
 from tasks.core.results import is_overload
-from tasks.measure.inputs import input_changes, inputs_sha, stack_changed
+from tasks.measure.inputs import input_changes, stack_changed
 from tasks.regress.detect import comparison_key, verdict_pairs
 
 
@@ -86,9 +86,3 @@ def find_references(rows: list[dict], history_rows: list[dict], earlier_records:
         state = "changed" if stack_changed(ref_inputs, now_inputs) else "no_change"
         found.append(Reference(row, reference, state, changes))
     return found
-
-
-def same_inputs(a: dict, b: dict) -> bool:
-    """Two rows' stacks were served with the same inputs."""
-    ia, ib = row_inputs(a), row_inputs(b)
-    return ia is not None and ib is not None and inputs_sha(ia) == inputs_sha(ib)

@@ -61,7 +61,7 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def file_sha256(path: Path) -> str:
+def cached_file_sha256(path: Path) -> str:
     """A file's SHA-256, remembered beside large files (wheels) keyed by size and mtime."""
     stat = path.stat()
     if stat.st_size < 1 << 24:
@@ -170,7 +170,7 @@ def inputs_sha256(files: dict[str, Path], base_id: str, buildargs: dict[str, str
     (the builder's tag among them, itself a hash of its inputs)."""
     digest = hashlib.sha256()
     for name in sorted(files):
-        digest.update(f"{name}\0{file_sha256(files[name])}\n".encode())
+        digest.update(f"{name}\0{cached_file_sha256(files[name])}\n".encode())
     digest.update(f"base\0{base_id}\n".encode())
     digest.update(json.dumps(buildargs, sort_keys=True).encode())
     return digest.hexdigest()

@@ -4,7 +4,7 @@
     runs/dt=<YYYY-MM-DD>/run_id=<safe id>/      before 1.4: its key repeated the `run_id` column, so hive-partitioned
                                                 readers replaced the real id with the folder's (DuckDB) or refused it
 
-Readers of the project read both layouts through the 1.x contract (`OLD_LAYOUT_READ_UNTIL`); publishing moves
+Readers of the project read both layouts through the 1.x contract (the 2.0 contract drops the old one); publishing moves
 runs of the old layout to the new one (tasks/store/migrate.py), so readers of the files see one layout.
 """
 
@@ -18,7 +18,6 @@ from tasks.core.results import OLD_RUN_KEY, PARTITIONS
 from tasks.store.s3 import S3Store
 
 DATE_KEY, RUN_KEY = PARTITIONS  # "dt", "run"
-OLD_LAYOUT_READ_UNTIL = "2.0"  # the results schema whose readers no longer read `run_id=` folders
 RUNS = "runs"
 # dt=<date>/run=<id> or dt=<date>/run_id=<id> (the old form), alone or at the end of a key prefix
 FOLDER = re.compile(rf"(?:^|/){DATE_KEY}=(\d{{4}}-\d{{2}}-\d{{2}})/({RUN_KEY}|{OLD_RUN_KEY})=([A-Za-z0-9._-]+)/?$")

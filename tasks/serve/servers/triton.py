@@ -61,7 +61,6 @@ from tasks.serve.capabilities import Capability, Probe
 from tasks.serve.knobs import WITH_BATCHING, Knob
 from tasks.serve.prometheus import samples, total
 
-TRITON_VERSION = "2.51.0"
 IMAGE = project_image("triton")  # built here from docker/triton/ (the wheel's server, python backend)
 OFFICIAL_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"  # NVIDIA's image of Triton 2.51.0, with the native backends
 CONTAINER_ROOT = "/models"
