@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "tasks"
 LAYERS = ("core", "runtimes", "store", "validate", "convert", "serve", "loadgen", "plan", "measure", "regress",
           "report", "pipeline", "cli")

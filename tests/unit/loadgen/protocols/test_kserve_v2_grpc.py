@@ -140,7 +140,7 @@ def test_triton_grpc_closed_and_open_loop_counts_agree_with_server(triton_grpc, 
     from tasks.loadgen.recording import Recording
     from tasks.loadgen.run import run_load_point
     from tasks.loadgen.settings import LoadSettings
-    from tests.test_loadgen_servers import _check_counts
+    from tests.integration.test_loadgen_servers import _check_counts
 
     server, live, endpoint = triton_grpc
 

@@ -19,7 +19,7 @@ from tasks.serve.capabilities import CAPABILITIES, Capability, Probe, capability
 from tasks.serve.servers import SERVERS
 from tasks.serve.servers.custom import CustomServer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

@@ -7,7 +7,7 @@ import re
 from tasks.store.history import duckdb_connection
 from tasks.store.s3 import S3Store
 from tests.dagrun import REPO
-from tests.test_cli_store import publish
+from tests.integration.test_cli_store import publish
 
 README_BUCKET_PREFIX = "s3://serving-eval/serving-eval/"
 

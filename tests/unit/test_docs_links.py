@@ -14,7 +14,7 @@ from urllib.parse import unquote
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 README_MAX_LINES = 350
 DOC_FILES = [README, *sorted((REPO / "docs").glob("*.md"))]
