@@ -1,8 +1,4 @@
-"""The CLI's store commands (runs, report, compare) and plan, against the moto S3 server.
-
-Runs are published by the pipeline's own publish step from rows made here (no server runs), so trend.json and
-the report are built exactly as in a real run.
-"""
+"""The CLI's store commands (runs, report, compare, trend) against the moto S3 server."""
 
 from __future__ import annotations
 
@@ -113,26 +109,3 @@ def test_trend_skips_runs_with_other_server_versions(store_env, bucket, tmp_path
     trend = store.get_json(f"{latest['prefix']}/trend.json")
     assert trend["previous"]["run_id"] == "v1" and "v2 (triton 2 → 1)" in trend["previous_note"]
     assert len(trend["nights"]) == 3  # the trend keeps every night of the suite on this host
-
-
-def test_plan_lists_the_cells_of_a_suite_and_names_a_bad_field(tmp_path, monkeypatch, capsys):
-    import tasks.plan.suites
-
-    (tmp_path / "tiny.yaml").write_text("models: [mlp]\nformats: [onnx]\nservers: [custom, triton]\n"
-                                        "concurrencies: [1, 8]\n")
-    (tmp_path / "broken.yaml").write_text("models: [mlp]\nconcurrencies: [0]\n")
-    monkeypatch.setattr(tasks.plan.suites, "SUITES_DIR", tmp_path)
-    assert main(["plan", "--suite", "tiny"]) == 0
-    out = capsys.readouterr().out
-    assert "plan of suite tiny: 1 conversions, 2 server sessions, 4 cells (nothing run)" in out
-    assert "mlp.onnx.triton.process.cpu.b1.concurrency8" in out
-    assert main(["plan", "--suite", "tiny", "--conf", '{"concurrencies": [2]}', "--json"]) == 0
-    plan = json.loads(capsys.readouterr().out)
-    assert plan["suite"] == "tiny" and [c["load"] for s in plan["sessions"] for c in s["cells"]] == [2.0, 2.0]
-    assert main(["plan", "--suite", "broken"]) == 2
-    assert "concurrencies=0" in capsys.readouterr().err
-    assert main(["plan", "--suite", "missing"]) == 2
-    assert "suite='missing': must be one of ['broken', 'tiny']" in capsys.readouterr().err
-    assert main(["plan", "--conf", '{"concurency": [1]}']) == 2
-    assert "concurency=[1]: is not a Param" in capsys.readouterr().err
-    assert main(["plan", "--conf", "{not json"]) == 2

@@ -22,7 +22,7 @@ from tasks.plan.config import RunConfig
 from tasks.regress.check import judge_run
 from tasks.store.publish import publish_run
 from tasks.store.s3 import S3Store
-from tests.dagrun import REPO, fast_conf, load_dag_module, read_json_object, read_run
+from tests.dagrun import REPO, fast_conf, read_json_object, read_run
 
 CELL = {"model": "mlp", "format": "onnx", "server": "custom", "launcher": "process", "device": "cpu",
         "batch_size": 1, "mode": "concurrency", "load": 1.0, "protocol": "kserve_v2_rest"}
@@ -132,16 +132,6 @@ def test_a_run_excluded_through_the_cli_is_no_reference(store, bucket, embedded_
     assert record["reference_run_id"] == "hog_night" and record["verdict"] == "pending"
 
 
-def test_the_dag_runs_the_duets_in_the_host_pool_between_regressions_and_publish():
-    dag = load_dag_module().serving_eval_dag
-    duet = dag.get_task("duet_local")  # one per measuring host (tasks/plan/hosts.py); `local` by default
-    assert duet.pool == "serving_eval_host_local"
-    assert "regressions" in duet.upstream_task_ids and "publish" in duet.downstream_task_ids
-    assert dag.params["duets"] is None  # empty in the form: the suite's value, else the default (on)
-    scheduled = RunConfig.from_params({k: dag.params[k] for k in dag.params})
-    assert scheduled.control_cell == "mlp/onnx/custom" and scheduled.duets is True
-
-
 # --- real servers -------------------------------------------------------------------------------------------
 
 @pytest.mark.integration
@@ -158,8 +148,6 @@ def test_cli_run_with_a_logical_date_is_a_backfill(embedded_s3, bucket, store):
     regressions = read_json_object(store, backfill, "regressions.json")
     assert regressions["history_before"] == "2026-02-05T00:00:00+00:00" and regressions["history_runs"] == 0
     assert read_run(store)[0]["run_id"] == "fake30"  # a backfill never moves latest.json back
-
-
 
 
 @pytest.fixture(scope="module")

@@ -59,17 +59,6 @@ def test_custom_serves_a_tensorflow_savedmodel(log_dir):
                     ready_timeout_s=120)
 
 
-def test_custom_container_parameters(mlp_onnx, mlp_spec, tmp_path):
-    server = get_server("custom")
-    layout = server.write_layout(mlp_onnx, mlp_spec, tmp_path)
-    spec = server.run_spec(layout, mlp_spec, {"http": 18000})
-    assert spec.image == "serving-eval/custom"  # the Docker launcher resolves the hashed tag
-    assert spec.container_ports == {"http": 8000} and spec.mounts == {str(layout): "/models"}
-    assert spec.argv[spec.argv.index("--host") + 1] == "127.0.0.1"
-    assert "--inputs" in spec.container_argv and "input" in spec.container_argv
-    assert get_server("custom", ServingOptions(device="gpu")).skip_reason("process", fmt="onnx")
-
-
 @pytest.mark.integration
 def test_two_workers_answer_keep_alive_requests_without_waiting_for_delayed_acks(mlp_onnx, mlp_spec, log_dir):
     """uvicorn's multi-worker listener leaves Nagle on (its issue #3149): each keep-alive response then waits

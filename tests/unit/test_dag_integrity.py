@@ -1,4 +1,5 @@
-"""The DAG parses fast, without connections or network, with the schedule and Params the issue asks for."""
+"""The DAG files (dags/): they parse without connections, network or heavy imports, with the schedule, Params and
+tasks the pipeline needs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import time
 
 import pytest
 
-from tests.dagrun import DAG_FILE, REPO
+from tasks.plan.config import RunConfig
+from tests.dagrun import DAG_FILE, REPO, load_dag_module
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +130,13 @@ def test_the_schedule_runs_the_nightly_suite_and_the_form_overrides_it(dagbag):
     picked = RunConfig.from_params({**defaults, "suite": "smoke", "duration_s": 3.0})
     assert picked.models == ("mlp",) and picked.duration_s == 3.0
     _validate(dag, suite="smoke", duration_s=3.0)
+
+
+def test_the_dag_runs_the_duets_in_the_host_pool_between_regressions_and_publish():
+    dag = load_dag_module().serving_eval_dag
+    duet = dag.get_task("duet_local")  # one per measuring host (tasks/plan/hosts.py); `local` by default
+    assert duet.pool == "serving_eval_host_local"
+    assert "regressions" in duet.upstream_task_ids and "publish" in duet.downstream_task_ids
+    assert dag.params["duets"] is None  # empty in the form: the suite's value, else the default (on)
+    scheduled = RunConfig.from_params({k: dag.params[k] for k in dag.params})
+    assert scheduled.control_cell == "mlp/onnx/custom" and scheduled.duets is True

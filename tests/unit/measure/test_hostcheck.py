@@ -1,23 +1,19 @@
-"""The pre-flight check of a host (tasks/measure/hostcheck.py, `python -m tasks.cli doctor`): each finding from fake
-/sys and /proc files, the hard limits the plan step refuses a run on, and the doctor on this machine."""
+"""The pre-flight check of a host (tasks/measure/hostcheck.py): each finding from fake /sys and /proc files, and
+the hard limits the plan step refuses a run on. The command: tests/unit/cli/test_doctor.py."""
 
 from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tasks.cli.main import main
 from tasks.measure import hostcheck
 from tasks.measure.hostcheck import HostPaths, HostRefused, check_host, hard_limits, host_findings
 from tasks.pipeline import plan_run
 from tasks.plan.config import RunConfig
 from tasks.serve.budget import host_cpus
 from tasks.store.s3 import ConnectionFields
-from tests.dagrun import REPO
 
 
 def _write(root, relative: str, text: str) -> None:
@@ -113,28 +109,3 @@ def test_a_run_whose_budget_leaves_the_generator_no_cpu_is_refused_before_any_wo
     assert hard_limits(RunConfig(server_cpus=everything, pin_cpus=False)) == []
     with pytest.raises(HostRefused, match="cpus_for_the_run"):
         plan_run({"server_cpus": everything, "control_cell": "none"}, ConnectionFields("c", None, None, {}))
-
-
-def test_doctor_prints_every_finding_on_this_machine_and_says_when_there_are_no_counters(monkeypatch, capsys):
-    monkeypatch.setattr(hostcheck, "_perf_event_open", _no_counters)  # as on this VM: no PMU
-    assert main(["doctor", "--sample-s", "0.2"]) == 0
-    out = capsys.readouterr().out
-    for name in ("cpus", "isolation", "governor", "turbo", "smt", "cpu_limit", "memory_limit", "load", "busy",
-                 "hw_counters", "memory", "disk"):
-        assert f" {name} " in out, name
-    assert "no hardware performance counters" in out and "a run may measure here" in out
-    assert main(["doctor", "--sample-s", "0", "--conf", f'{{"server_cpus": {len(host_cpus())}}}']) == 1
-
-
-def test_doctor_runs_as_a_command():
-    """The real perf_event_open: this VM has no PMU, so the doctor says there are no hardware counters here."""
-    proc = subprocess.run([sys.executable, "-m", "tasks.cli", "doctor", "--sample-s", "0.5"], capture_output=True,
-                          text=True, cwd=REPO, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    fd, _ = hostcheck._perf_event_open()
-    if fd >= 0:  # a host with a PMU
-        os.close(fd)
-        assert "available (perf_event_open opened PERF_COUNT_HW_INSTRUCTIONS)" in proc.stdout
-    else:
-        assert "no hardware performance counters (perf_event_open:" in proc.stdout
-    print(proc.stdout)

@@ -1,6 +1,6 @@
-"""The host's state over a load point (tasks/measure/hoststate.py) and when it makes a point contended
-(tasks/validate/outcome.py): the arithmetic on two readings, the files it reads (fake /proc in tmp_path), the rules,
-and one real probe with a process of this test spinning beside a "server"."""
+"""The host's state over a load point (tasks/measure/hoststate.py): other work, the server's CPUs, pressure, the
+files it reads, a real probe, a duet's sides; the run config's host-state params; a contended point re-measured.
+The judgement of a state is in tests/unit/validate/test_outcome.py."""
 
 from __future__ import annotations
 
@@ -30,13 +30,7 @@ from tasks.measure.hoststate import (
 from tasks.plan.cells import Cell
 from tasks.plan.config import RunConfig
 from tasks.validate.outcome import (
-    STARVED_NEIGHBOUR_PCT,
-    Contention,
     ServerHealth,
-    contended_reason,
-    host_quiet,
-    judge_host,
-    pair_host_flag,
 )
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -125,56 +119,6 @@ def test_the_files_it_reads(tmp_path):
     assert thread_waits_ns(77, tmp_path) is None  # no such process (or no schedstat)
 
 
-STARVED = {"neighbour_cpu_pct": 20.0, "steal_pct": 0.0, "server_cpu_share_pct": 24.0, "server_cpu_wait_pct": 19.0,
-           "server_cpus_neighbour_pct": 73.0, "server_cores": 1}
-
-
-def test_other_work_beyond_max_neighbour_pct_makes_a_point_contended():
-    busy = {**STARVED, "neighbour_cpu_pct": 62.0, "steal_pct": 4.0, "server_cpus_neighbour_pct": 0.0}
-    found = judge_host(busy, 25.0)
-    assert found and "other work used 62 % of the host's CPU" in found.reason
-    assert "max_neighbour_pct 25" in found.reason and "steal 4 %" in found.reason and found.summary == "other work 62 %"
-    assert judge_host({**busy, "neighbour_cpu_pct": 25.0}, 25.0) is None  # "more than"
-    assert judge_host(busy, 100.0) is None  # 100: never judged
-
-
-def test_a_server_starved_on_its_own_cpus_is_contended_whatever_the_hosts_total():
-    found = judge_host(STARVED, 25.0)
-    assert found and "starved" in found.reason and "73 %" in found.reason
-    assert found.summary.startswith("the server got 24 %")  # the host-wide rule did not fire (20 % <= 25 %)
-    assert judge_host(STARVED, 100.0) is None
-
-
-@pytest.mark.parametrize("change", [
-    {"server_cpus_neighbour_pct": STARVED_NEIGHBOUR_PCT - 1},  # its CPUs ran only it: it waited for its own threads
-    {"server_cpu_wait_pct": 3.0},  # hardly waited
-    {"server_cpu_share_pct": 90.0, "server_cpu_wait_pct": 20.0},  # waited little against what it ran
-    {"server_cpu_wait_pct": None},  # no schedstat here: unknown breaks no rule
-])
-def test_not_starved(change):
-    assert judge_host({**STARVED, **change}, 25.0) is None
-
-
-def test_a_server_whose_threads_only_wait_for_each_other_is_not_contended():
-    """Eight threads on one CPU: the run queue is long, the CPU is the server's, no other work there."""
-    assert judge_host({**STARVED, "server_cpu_share_pct": 97.0, "server_cpu_wait_pct": 400.0,
-                       "server_cpus_neighbour_pct": 2.0}, 25.0) is None
-
-
-def test_quiet_and_the_reason_of_a_point_contended_twice():
-    assert host_quiet({"neighbour_cpu_pct": 10.0, "server_cpus_neighbour_pct": 5.0}, 25.0)
-    assert not host_quiet({"neighbour_cpu_pct": 30.0, "server_cpus_neighbour_pct": 5.0}, 25.0)
-    assert not host_quiet({"neighbour_cpu_pct": 10.0, "server_cpus_neighbour_pct": 60.0}, 25.0)
-    assert host_quiet({"neighbour_cpu_pct": None, "server_cpus_neighbour_pct": None}, 25.0)
-    first = Contention("other work used 62 % of the host's CPU during the point (more than max_neighbour_pct 25)",
-                       "other work 62 %")
-    again = Contention("other work used 58 % ...", "other work 58 %")
-    assert contended_reason(first, 20.2, True, again) == (
-        "other work used 62 % of the host's CPU during the point (more than max_neighbour_pct 25); re-measured "
-        "after waiting 20 s: still other work 58 %")
-    assert "did not quiet" in contended_reason(first, 30, False, again)
-
-
 @pytest.mark.parametrize(("params", "field"), [({"max_neighbour_pct": 101}, "max_neighbour_pct"),
                                                ({"max_neighbour_pct": -1}, "max_neighbour_pct"),
                                                ({"quiet_wait_s": -1}, "quiet_wait_s"),
@@ -215,17 +159,6 @@ def test_a_real_probe_counts_a_spinning_child_of_this_process_as_other_work_and_
     assert state.neighbour_cpu_pct >= 100 * spinner_s / host_s - 5  # the spinner is other work (and maybe more)
     assert state.server_cpu_wait_pct is not None and state.server_cpu_wait_pct > 10  # it shared its CPU
     assert state.sources["server_cpu"] == "process tree" and state.sources["server_wait"] == "schedstat"
-
-
-def test_a_duet_pair_is_flagged_only_when_its_two_sides_saw_different_host_states():
-    def sides(a: dict, b: dict) -> dict:
-        return {"reference": {"throughput_rps": 100.0, "host": a}, "candidate": {"throughput_rps": 90.0, "host": b}}
-
-    busy = {"neighbour_cpu_pct": 70.0, "server_cpus_neighbour_pct": 60.0}
-    assert pair_host_flag(sides(busy, {**busy, "neighbour_cpu_pct": 66.0})) is None  # a busy host hits both: cancels
-    flag = pair_host_flag(sides(busy, {**busy, "server_cpus_neighbour_pct": 20.0}))
-    assert flag and "other work on the servers' CPUs 60 % (reference) against 20 % (candidate)" in flag
-    assert pair_host_flag(sides({}, {})) is None  # no host state recorded: nothing to tell apart
 
 
 def test_each_side_of_a_duet_records_the_host_state_counting_the_other_server_as_ours(tmp_path):

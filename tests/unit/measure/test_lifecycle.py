@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import re
 
-import psutil
-
 from tasks.core.results import empty_row, to_frame, to_parquet_bytes
 from tasks.loadgen.resources import Footprint
 from tasks.measure.capabilities import CapabilityCheck
@@ -105,44 +103,3 @@ def test_the_report_shows_each_life_and_one_features_table_with_its_findings():
     assert metrics.count("probed ✓") == 2
     assert "<th class=l>lines of code</th><td>254</td><td>75</td>" in features
     assert "<h3>Findings (1)</h3>" in page and "triton: gRPC is declared but its probe" in page
-
-
-def test_a_real_process_trees_footprint_and_a_real_cgroups_counts():
-    import os
-    import subprocess
-    import sys
-
-    from tasks.loadgen.resources import CgroupReader, read_footprint
-    from tasks.serve.launchers.base import LaunchHandle
-
-    script = ("import subprocess, sys, threading, time\n"
-              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
-              "[threading.Thread(target=time.sleep, args=(30,), daemon=True).start() for _ in range(3)]\n"
-              "print('up', flush=True); time.sleep(30)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "up"
-        footprint = read_footprint(LaunchHandle(launcher="process", run_id="t", cell_id="c", pid=proc.pid))
-        assert footprint.processes == 2 and footprint.threads >= 5  # 4 threads in the parent, 1 in its child
-        assert footprint.rss_mb > 1 and footprint.source == "process tree"
-    finally:
-        for pid in [c.pid for c in psutil.Process(proc.pid).children(recursive=True)] + [proc.pid]:
-            os.kill(pid, 9)  # the two processes this test started, by PID
-        proc.wait(timeout=10)
-    assert read_footprint(LaunchHandle(launcher="process", run_id="t", cell_id="c", pid=proc.pid)) is None
-    reader = CgroupReader.for_pid(os.getpid())  # this test's own cgroup, as a container's is read
-    if reader is not None:
-        assert reader.processes() >= 1 and reader.threads() >= reader.processes()
-
-
-def test_a_containers_image_size_without_an_engine_says_why(monkeypatch):
-    from tasks.serve.base import RunSpec
-    from tasks.serve.launchers.docker import DockerLauncher
-    from tasks.serve.launchers.process import ProcessLauncher
-
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    size = DockerLauncher().runtime_size(RunSpec("custom", ("python",), {}, image="serving-eval/custom"))
-    assert size.size_bytes is None and "no Docker engine answered" in size.what
-    # a venv's size on disk: the converter's, which the unit tests' conversions build anyway
-    venv = ProcessLauncher().runtime_size(RunSpec("convert-torch", ("python",), {}))
-    assert venv.size_bytes > 100 * 2**20 and venv.what.startswith("venv convert-torch-")

@@ -1,13 +1,10 @@
-"""The configuration search's bookkeeping, on a stand-in measurement (the real-server search is in
-tests/test_tune_servers.py): which configurations are tried, which is kept, and the time budget."""
+"""The configuration search's bookkeeping (tasks/plan/tune.py), on a stand-in measurement (the real-server search
+is in tests/integration/test_tune_servers.py): which configurations are tried, which is kept, the time budget."""
 
 from __future__ import annotations
 
-import pytest
-
-from tasks.core.errors import ConfigError
 from tasks.plan.tune import Trial, grid_configs, search
-from tasks.serve.knobs import DEFAULT_CONFIG_ID, Knob, apply_config, config_id, describe
+from tasks.serve.knobs import DEFAULT_CONFIG_ID, Knob, config_id
 
 KNOBS = (Knob("instances", (1, 2, 4), "model instances"), Knob("dynamic_batching", (False, True), "batching"))
 DEFAULTS = {"instances": 1, "dynamic_batching": False}
@@ -21,14 +18,6 @@ def fake_measure(scores: dict[tuple, float | None], cost_s: float = 10.0, clock:
         score = scores[(config["instances"], config["dynamic_batching"])]
         return Trial(dict(config), cid, score, 5.0 if score else None, cost_s)
     return measure
-
-
-def test_config_ids_are_stable_and_default_is_named():
-    assert config_id(DEFAULTS, DEFAULTS) == DEFAULT_CONFIG_ID
-    a = config_id({"instances": 2, "dynamic_batching": False}, DEFAULTS)
-    assert a == config_id({"dynamic_batching": False, "instances": 2}, DEFAULTS) and len(a) == 8
-    assert a != config_id({"instances": 2, "dynamic_batching": True}, DEFAULTS)
-    assert describe({"instances": 2, "dynamic_batching": False}, DEFAULTS) == "instances=2"
 
 
 def test_grid_tries_the_default_first_then_every_combination_once():
@@ -71,14 +60,6 @@ def test_configurations_without_a_point_under_the_bound_never_win():
     assert result.best.config == {"instances": 2, "dynamic_batching": False}
     none = search("grid", fake_measure(dict.fromkeys(scores, None)), KNOBS, DEFAULTS, budget_s=1000, estimate_s=1)
     assert none.best is None
-
-
-def test_a_knob_the_server_does_not_declare_is_refused():
-    from tasks.serve.options import ServingOptions
-
-    with pytest.raises(ConfigError, match="knob"):
-        apply_config(ServingOptions(), {"workers_per_gpu": 2}, KNOBS)
-    assert apply_config(ServingOptions(), {"instances": 2}, KNOBS).instances == 2
 
 
 BATCHING_KNOBS = (Knob("dynamic_batching", (False, True), "batching"),

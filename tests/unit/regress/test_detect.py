@@ -1,5 +1,5 @@
-"""The history detector (what judges the environment on the control cell, tasks/regress/check.py): its statistics
-on synthetic series and history hygiene (held-out regressions, persistence)."""
+"""The history detector (tasks/regress/detect.py; what judges the environment on the control cell,
+tasks/regress/check.py): its statistics on synthetic nights, and overload rows never judged."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tasks.regress.detect import (
     detect_regressions,
     holm,
 )
-from tasks.regress.noise import PRIOR_DF, pooled_noise, row_se
+from tasks.regress.noise import PRIOR_DF
 
 CV = 0.03  # a quiet host's nightly noise, for the synthetic series
 
@@ -38,7 +38,6 @@ def _series(rng, level: float, n: int, start: int = 0, **key) -> list[dict]:
 
 def _verdict(records: list[dict], metric: str = "throughput_rps", **key) -> dict:
     return next(r for r in records if r["metric"] == metric and all(r[k] == v for k, v in key.items()))
-
 
 
 # --- the detector's statistics on synthetic series ----------------------------------------------------------
@@ -172,22 +171,6 @@ def test_holm_controls_the_night_and_rejects_in_step_down_order():
     assert holm([], 0.05) == []
 
 
-def test_noise_is_pooled_over_cells_and_weighted_with_the_prior():
-    rng = np.random.default_rng(13)
-    cells = [list(0.05 * rng.standard_normal(4)) for _ in range(10)]
-    pooled = pooled_noise("throughput_rps", cells, prior=0.5)
-    assert pooled.df == PRIOR_DF + 30 and pooled.cells == 10
-    assert 0.05 < pooled.sigma < 0.2  # 30 residual df outweigh a loud prior
-    assert pooled_noise("throughput_rps", [[0.0, 0.01]], prior=0.5).sigma > 0.3  # one cell, 1 df: the prior rules
-
-
-def test_a_rows_own_spread_comes_from_its_interval_or_its_windows():
-    assert row_se({"cv": 0.2, "windows": 4}, "throughput_rps") == pytest.approx(0.1)
-    assert row_se({"throughput_rps_ci_low": 900.0, "throughput_rps_ci_high": 1100.0, "cv": 0.5, "windows": 4},
-                  "throughput_rps") == pytest.approx(math.log(1100 / 900) / (2 * 1.959964))
-    assert row_se({"cv": 0.2, "windows": 4}, "startup_s") == 0.0
-
-
 def test_a_noisy_run_needs_a_larger_change():
     rng = np.random.default_rng(14)
     history = _series(rng, 1000, 12)
@@ -208,19 +191,15 @@ def test_error_rate_and_parity():
     assert rec["verdict"] == "regression" and rec["confirmation"]["outcome"] == "not_needed"
 
 
-def test_cells_that_differ_get_their_own_noise_and_cells_that_agree_are_pooled():
-    from scipy.stats import bartlett
+def test_no_regression_or_duet_is_judged_on_an_overload_row():
+    from tasks.regress.detect import detect_regressions
+    from tasks.regress.references import find_references
 
-    from tasks.regress.noise import cell_noises, cell_residuals, equal_variances_p
-
-    rng = np.random.default_rng(7)
-    alike = [list(rng.normal(0, 0.03, 10)) for _ in range(6)]
-    raw = [(float(np.sum((np.asarray(c) - np.mean(c)) ** 2)), len(c) - 1, len(c)) for c in alike]
-    assert equal_variances_p(raw) == pytest.approx(bartlett(*alike).pvalue)  # Bartlett's, from sums of squares
-    assert equal_variances_p(cell_residuals(alike, 0.03)) > 0.01
-    pooled = cell_noises("throughput_rps", {"custom": alike})["custom"]
-    assert len({n.sigma for n in pooled}) == 1 and not pooled[0].moderated
-    differ = [list(rng.normal(0, sd, 10)) for sd in (0.24, 0.03, 0.15, 0.04)]
-    own = cell_noises("throughput_rps", {"custom": differ})["custom"]
-    assert all(n.moderated for n in own)
-    assert own[0].sigma > 2 * own[1].sigma and own[2].sigma > 2 * own[3].sigma  # noisy cells wide, quiet ones narrow
+    steady = {"run_id": "r", "model": "mlp", "format": "onnx", "server": "custom", "launcher": "process",
+              "device": "cpu", "batch_size": 1, "mode": "concurrency", "load": 4.0, "status": "ok",
+              "throughput_rps": 1000.0, "latency_ms_p50": 1.0, "latency_ms_p99": 2.0, "error_rate": 0.0,
+              "requests": 1000, "errors": 0, "hostname": "h"}
+    burst = {**steady, "mode": "overload", "load": 3.0, "throughput_rps": None, "latency_ms_p50": None,
+             "latency_ms_p99": None, "error_rate": 0.4, "requests": 3000, "errors": 1200}
+    assert detect_regressions([steady], []) and detect_regressions([burst], []) == []
+    assert [r.row["mode"] for r in find_references([steady, burst], [], {})] == ["concurrency"]

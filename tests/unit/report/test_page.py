@@ -1,18 +1,15 @@
-"""The HTML report, its plots, the recommendation and comparisons, and the digest: from rows made here."""
+"""The HTML report (tasks/report/page.py) from rows made here: best values, plots, the recommendation table,
+the change section, parity, contended rows, provenance."""
 
 from __future__ import annotations
 
 import json
 import re
 
-import pandas as pd
-
 from tasks.core.results import to_frame, to_parquet_bytes
-from tasks.regress.compare import beyond_noise, compare_rows
-from tasks.report.digest import best_stacks, render_markdown
+from tasks.regress.compare import compare_rows
 from tasks.report.page import PublishedRun, render_report
-from tasks.report.plots import Series, bar_chart, line_chart
-from tasks.report.recommend import efficiency, recommend
+from tasks.report.recommend import recommend
 
 RUN = {"run_id": "r2", "logical_date": "2026-11-29T02:00:00+00:00", "status": "partial",
        "provenance": {"git_sha": "abc123", "pipeline_version": "0.1.0", "config": {"models": ["mlp"], "suite": "smoke"},
@@ -106,30 +103,6 @@ def test_recommendation_table_per_bound_with_margin_and_noise():
     assert "class=recommendation" in page and "≤ 10 ms" in page and "no bound" in page and "+50.0 %" in page
 
 
-def test_margin_within_noise_uses_intervals_then_cv():
-    a, b = _row("a", 1000.0, 1.0, cv=0.05), _row("b", 1040.0, 1.0, cv=0.05)
-    assert beyond_noise("throughput_rps", a, b) is False  # 40 < 2 * hypot(50, 52)
-    assert beyond_noise("throughput_rps", _row("a", 1000.0, 1.0, cv=0.001), _row("b", 1040.0, 1.0, cv=0.001))
-    assert beyond_noise("throughput_rps", _row("a", 1000.0, 1.0, cv=None), b) is None
-    ci_a = _row("a", 1000.0, 1.0, cv=0.5, throughput_rps_ci_low=990.0, throughput_rps_ci_high=1010.0)
-    ci_b = _row("b", 1040.0, 1.0, cv=0.5, throughput_rps_ci_low=1020.0, throughput_rps_ci_high=1060.0)
-    assert beyond_noise("throughput_rps", ci_a, ci_b) is True  # intervals do not overlap, whatever the CV
-    assert beyond_noise("throughput_rps", ci_a, ci_b, min_rel_change=0.05) is False  # below the minimum change
-
-
-def test_compare_rows_marks_changes_beyond_noise_and_status_changes():
-    before = [_row("triton", 3000.0, 1.5, cv=0.01), _row("custom", 2000.0, 2.5, cv=0.01),
-              _row("bentoml", 500.0, 9.0), _row("kserve", 900.0, 5.0)]
-    after = [_row("triton", 2500.0, 1.5, cv=0.01), _row("custom", 2010.0, 2.5, cv=0.01),
-             _row("bentoml", 0.0, 0.0, "failed", "boom"), _row("torchserve", 250.0, 25.0)]
-    verdicts = {r["server"]: r for r in compare_rows(before, after)}
-    assert verdicts["triton"]["verdict"] == "worse"
-    assert verdicts["triton"]["metrics"]["throughput_rps"]["direction"] == "worse"
-    assert verdicts["custom"]["verdict"] == "same"
-    assert verdicts["bentoml"]["verdict"] == "worse" and "was ok, now failed" in verdicts["bentoml"]["notes"][0]
-    assert verdicts["kserve"]["verdict"] == "gone" and verdicts["torchserve"]["verdict"] == "new"
-
-
 def test_change_section_shows_previous_run_changes_regressions_and_trend():
     rows = [_row("triton", 2500.0, 1.5, cv=0.01), _row("custom", 2000.0, 2.5, cv=0.01)]
     previous = [_row("triton", 3000.0, 1.5, cv=0.01), _row("custom", 2000.0, 2.5, cv=0.01)]
@@ -169,31 +142,6 @@ def test_parity_shows_the_error_ratio_and_reference_when_recorded():
     assert "torch eager on CPU" in page and "0.0310" in page and "pass ≤ 1" in page
     assert "max |a-b| ≤ atol 0.0001" in page and "<span class=bad>no</span>" in page
     assert "Served outputs before load" in page and "<td>0.200</td>" in page
-
-
-def test_efficiency_is_throughput_per_busy_core_at_each_stacks_peak():
-    rows = [_row("triton", 3000.0, 1.5, load=4.0, server_cpu_pct=150.0), _row("triton", 1000.0, 1.0, load=1.0)]
-    (eff,) = efficiency(rows)
-    assert eff["throughput_rps_per_core"] == 2000.0 and eff["server_cpu_pct"] == 150.0
-
-
-def test_plots_are_plain_svg_with_log_axes_for_wide_ranges():
-    chart = line_chart("x", "t <b>", [Series("a/b", ((1.0, 1.0), (1000.0, 500.0)))], "req/s", "ms")
-    assert chart.startswith("<svg") and chart.endswith("</svg>") and "t &lt;b&gt;" in chart
-    assert "(log scale)" in chart and chart == line_chart("x", "t <b>", [Series("a/b", ((1.0, 1.0),
-                                                                                          (1000.0, 500.0)))],
-                                                           "req/s", "ms")
-    assert "no points to draw" in line_chart("x", "t", [], "a", "b")
-    assert bar_chart("b", "t", [("x", 2.0), ("y", 1.0)], "MiB").count("<rect") == 2
-
-
-def test_digest_picks_the_best_stack_per_model():
-    frame = pd.DataFrame([_row("triton", 3000.0, 1.5), _row("custom", 2000.0, 2.5)])
-    best = best_stacks(frame)
-    assert best[0]["server"] == "triton" and best[0]["runner_up"]["server"] == "custom"
-    md = render_markdown({"logical_date": "2026-11-29", "run_status": "complete", "run_id": "r", "cells": 2,
-                          "failed_cells": 0, "best": best, "regressions": []})
-    assert "| mlp | 1 | triton/onnx |" in md and "None." in md
 
 
 def test_contended_rows_are_counted_first_and_never_ranked_or_plotted():
@@ -239,14 +187,6 @@ def test_beyond_noise_states_the_intervals_it_was_judged_on():
     assert ("no, within noise: the 95 % intervals 1,500–6,000 (best) and 900–3,100 req/s (runner-up) overlap"
             in page)
     assert "A large margin can still be within noise" in page
-
-
-def test_compare_does_not_judge_a_contended_row():
-    before = [_row("triton", 3000.0, 1.5, cv=0.01)]
-    after = [_row("triton", 300.0, 15.0, "contended", "other work used 70 % of the host's CPU", cv=0.01)]
-    (record,) = compare_rows(before, after)
-    assert record["verdict"] == "contended" and record["notes"][0].startswith("not compared: B was contended")
-    assert record["metrics"]["throughput_rps"]["beyond_noise"] is None
 
 
 def test_the_provenance_shows_the_plan_steps_host_check():

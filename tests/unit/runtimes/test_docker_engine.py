@@ -1,5 +1,5 @@
-"""The engine module: why an engine cannot be started, the PID file that makes a stop safe, and the engine the
-session uses (started by the project's own files when none answered)."""
+"""The engine module (tasks/runtimes/docker_engine.py) without an engine: why one cannot be started, and the PID
+file that makes a stop safe."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from tasks.runtimes import docker_engine
 from tasks.runtimes.docker_engine import (
     EngineHandle,
     EngineUnavailable,
-    engine_answers,
     pid_file,
     recorded_engine,
     start_blocker,
@@ -80,12 +79,3 @@ def test_an_engine_elsewhere_not_answering_never_stops_ours(monkeypatch, tmp_pat
     finally:
         sleeper.kill()
         sleeper.wait()
-
-
-@pytest.mark.integration
-def test_the_session_has_an_engine(docker_engine):
-    """The session fixture found an engine or started dockerd itself (and stops that one by its PID at the end)."""
-    assert engine_answers()
-    info = docker_engine.info()
-    assert info["Driver"] == "overlay2" and info["ServerVersion"]
-    assert start_engine().started_here is False  # one answers: nothing more is started, and nothing to stop

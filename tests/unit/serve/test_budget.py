@@ -1,5 +1,5 @@
-"""The CPU/memory budget of a server: how Params become CPU sets and limits, the refusals naming the field, the
-rows' record of it, the process launcher's CPU affinity, and the thread counts that follow the CPUs."""
+"""The CPU/memory budget of a server (tasks/serve/budget.py): how Params become CPU sets and limits, the
+refusals naming the field, threads per server."""
 
 from __future__ import annotations
 
@@ -110,18 +110,3 @@ def test_each_server_sizes_its_threads(mlp_spec, mlp_onnx, mlp_torchscript, tmp_
     assert (argv[argv.index("--workers") + 1], argv[argv.index("--threads") + 1]) == ("2", "2")
     tf = get_server("tfserving", options)
     assert "--tensorflow_intra_op_parallelism=4" in tf._flags("/m", "models.config", 1, 2)
-
-
-@pytest.mark.integration
-def test_process_launcher_pins_the_server_to_its_cpus(mlp_onnx, mlp_spec, log_dir):
-    """The process launcher applies the CPU set as the server's affinity (its children inherit it)."""
-    from tasks.serve.launchers.process import ProcessLauncher
-    from tasks.serve.servers import get_server
-    from tasks.serve.session import SessionSettings, server_session
-
-    cpus = (max(psutil.Process().cpu_affinity()),)
-    with server_session(get_server("custom", ServingOptions(cpus=1)), mlp_onnx, mlp_spec, ProcessLauncher(),
-                        SessionSettings(run_id="test-budget", session_id="budget-custom", log_dir=log_dir, cpus=cpus,
-                                        memory="1g")) as live:
-        assert psutil.Process(live.handle.pid).cpu_affinity() == list(cpus)
-        assert live.runtime_image_kind == "venv"

@@ -1,10 +1,9 @@
-"""KServe v2 gRPC in the load generator: the request encoding and response check against tritonclient (no
-server), `protocols: [grpc]` in the plan (a stack without gRPC gets skipped cells), and closed/open loop over gRPC
-against a real Triton."""
+"""KServe v2 gRPC in the load generator (tasks/loadgen/protocols/kserve_v2_grpc.py) without a server: the
+request encoding and response check against tritonclient, `protocols: [grpc]` in the plan (a stack without gRPC
+gets skipped cells). Against a real Triton: tests/integration/test_loadgen_grpc.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,8 +18,6 @@ from tasks.plan.cells import make_plan
 from tasks.plan.config import RunConfig
 from tasks.serve.base import Endpoint
 
-READY_TIMEOUT_S = 90.0
-SHORT = {"duration_s": 2.0, "warmup_s": 0.5, "window_s": 0.5}
 INPUTS = {"input": np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32),
           "ids": np.arange(16, dtype=np.int64).reshape(8, 2)}
 
@@ -117,57 +114,3 @@ def test_load_endpoint_is_the_grpc_port_for_the_grpc_protocol():
     assert (grpc_endpoint.port, grpc_endpoint.protocol) == (8001, "kserve_v2_grpc")
     with pytest.raises(ConfigError, match="server 'custom' speaks \\['kserve_v2_binary', 'kserve_v2_rest'\\]"):
         load_endpoint(SimpleNamespace(endpoint=endpoint, server=get_server("custom")), "kserve_v2_grpc")
-
-
-@pytest.fixture(scope="module")
-def triton_grpc(mlp_onnx, mlp_spec, tmp_path_factory):
-    """One Triton for the gRPC load tests: (server, live session, gRPC endpoint)."""
-    from tasks.serve.launchers.process import ProcessLauncher
-    from tasks.serve.servers.triton import TritonServer
-    from tasks.serve.session import SessionSettings, server_session
-
-    server = TritonServer()
-    log_dir = tmp_path_factory.mktemp("logs")
-    with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(),
-                        SessionSettings(run_id="test-loadgen-grpc", session_id="loadgen-triton-grpc", log_dir=log_dir,
-                                        ready_timeout_s=READY_TIMEOUT_S)) as live:
-        yield server, live, server.wire_endpoint(live.endpoint, server.wires["grpc"].codec)
-
-
-@pytest.mark.integration
-def test_triton_grpc_closed_and_open_loop_counts_agree_with_server(triton_grpc, mlp_spec, tmp_path):
-    """Expected request counts over gRPC, and Triton's nv_inference_request_success within 2% of the client's."""
-    from tasks.loadgen.recording import Recording
-    from tasks.loadgen.run import run_load_point
-    from tasks.loadgen.settings import LoadSettings
-    from tests.integration.test_loadgen_servers import _check_counts
-
-    server, live, endpoint = triton_grpc
-
-    def counter() -> float:
-        return server.server_side_counts(live.endpoint)["nv_inference_request_success"]
-
-    for i, settings in enumerate((LoadSettings(mode="concurrency", load=4, **SHORT),
-                                  LoadSettings(mode="rate", load=100, arrival="poisson", seed=5, **SHORT))):
-        measurement, path = run_load_point(endpoint, mlp_spec, settings, tmp_path / str(i), counters=counter)
-        _check_counts(measurement, settings)
-        assert measurement.latency_from == ("sent" if settings.mode == "concurrency" else "scheduled")
-        assert measurement.server_requests == pytest.approx(measurement.server_client_requests, rel=0.02)
-        recording = Recording.load(str(path))
-        assert Path(path).exists() and (recording.codes == OK).all()
-
-
-@pytest.mark.integration
-def test_triton_grpc_unknown_model_counts_not_found_as_errors(triton_grpc, mlp_spec, tmp_path):
-    """Every call to a model Triton does not have fails with NOT_FOUND: counted by kind, no latency figures."""
-    from dataclasses import replace
-
-    from tasks.loadgen.run import run_load_point
-    from tasks.loadgen.settings import LoadSettings
-
-    _, _, endpoint = triton_grpc
-    settings = LoadSettings(mode="concurrency", load=2, duration_s=1.0, warmup_s=0.2, window_s=0.5)
-    measurement, _ = run_load_point(replace(endpoint, model_name="no_such_model"), mlp_spec, settings, tmp_path)
-    assert measurement.requests > 0 and measurement.errors == measurement.requests
-    assert measurement.errors_by_kind == {"http_status": measurement.requests}
-    assert measurement.latency_ms_p99 is None and measurement.throughput_rps == 0

@@ -328,3 +328,16 @@ def test_sweep_without_run_id_removes_containers_whose_owner_is_gone(tmp_path):
     swept = DockerLauncher(client=engine).sweep()
     assert [h.container_id for h in swept] == [dead.id]
     assert set(engine.containers.items) == {live.id, elsewhere.id}
+
+
+def test_a_containers_image_size_without_an_engine_says_why(monkeypatch):
+    from tasks.serve.base import RunSpec
+    from tasks.serve.launchers.docker import DockerLauncher
+    from tasks.serve.launchers.process import ProcessLauncher
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    size = DockerLauncher().runtime_size(RunSpec("custom", ("python",), {}, image="serving-eval/custom"))
+    assert size.size_bytes is None and "no Docker engine answered" in size.what
+    # a venv's size on disk: the converter's, which the unit tests' conversions build anyway
+    venv = ProcessLauncher().runtime_size(RunSpec("convert-torch", ("python",), {}))
+    assert venv.size_bytes > 100 * 2**20 and venv.what.startswith("venv convert-torch-")
