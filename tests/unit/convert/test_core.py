@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tasks.convert import check_conversion, convert
+from tasks.convert.core import check_conversion, convert
 from tasks.core.errors import ConfigError
 from tasks.core.spec import load_spec, parse_spec
 

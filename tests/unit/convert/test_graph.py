@@ -3,7 +3,7 @@ imports a framework."""
 
 from __future__ import annotations
 
-from tasks.convert import FORMATS, find_path, reachable_formats
+from tasks.convert.graph import FORMATS, find_path, reachable_formats
 from tasks.core.spec import load_spec
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import BAD_RESPONSE, OK
+from tasks.loadgen.protocols.torchserve_grpc import TorchServeGrpc
 from tests.wire_samples import INPUTS, OUTPUTS, codec
 
 
@@ -24,3 +26,7 @@ def test_torchserve_grpc_messages_have_the_protos_field_numbers():
     assert c.check(0, reply) == OK
     np.testing.assert_array_equal(c.decode(reply)["output"], OUTPUTS["output"])
     assert c.check(0, reply[:-3]) == BAD_RESPONSE and c.check(14, b"") != OK
+
+
+def test_the_protocol_name_is_this_codec():
+    assert get_codec("torchserve_grpc") is TorchServeGrpc

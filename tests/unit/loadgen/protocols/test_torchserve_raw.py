@@ -7,6 +7,7 @@ import pytest
 
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import BAD_RESPONSE, HTTP_STATUS, OK
+from tasks.loadgen.protocols.torchserve_raw import TorchServeRaw
 from tests.wire_samples import INPUTS, OUTPUTS, SHAPES, codec, http_body
 
 
@@ -22,3 +23,7 @@ def test_torchserve_raw_request_and_response():
     np.testing.assert_array_equal(c.decode(response)["pooled"], OUTPUTS["pooled"])
     with pytest.raises(ValueError, match="need the outputs' dtypes"):
         get_codec("torchserve_raw")("h", 1, "m", INPUTS, SHAPES).request_bytes()  # fails at encoding, once
+
+
+def test_the_protocol_name_is_this_codec():
+    assert get_codec("torchserve_raw") is TorchServeRaw

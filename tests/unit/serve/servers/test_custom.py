@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tasks.serve.options import ServingOptions
 from tasks.serve.servers import get_server
+from tasks.serve.servers.custom import CustomServer
 
 
 def test_custom_container_parameters(mlp_onnx, mlp_spec, tmp_path):
@@ -15,3 +16,7 @@ def test_custom_container_parameters(mlp_onnx, mlp_spec, tmp_path):
     assert spec.argv[spec.argv.index("--host") + 1] == "127.0.0.1"
     assert "--inputs" in spec.container_argv and "input" in spec.container_argv
     assert get_server("custom", ServingOptions(device="gpu")).skip_reason("process", fmt="onnx")
+
+
+def test_the_server_name_is_this_server():
+    assert isinstance(get_server("custom"), CustomServer)
