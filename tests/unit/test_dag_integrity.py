@@ -7,7 +7,6 @@ import copy
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -80,42 +79,27 @@ def test_run_config_rejects_bad_values_naming_the_field():
 
 
 def test_parse_makes_no_connection_or_network_access():
-    """Parsing in a fresh interpreter with sockets disabled and no connections defined."""
+    """Parsing in a fresh interpreter with sockets disabled and no connections defined, importing nothing heavy.
+    How long the parse takes is a figure of the machine: benchmarks/dag_parse_time.py."""
     code = f"""
-import socket, time, sys
+import socket, sys
 def refuse(*a, **k):
     raise RuntimeError("network access at parse time")
 socket.socket.connect = refuse
 socket.create_connection = refuse
-import airflow.sdk
-from airflow.sdk import Asset, Param, dag, get_current_context, setup, task, teardown  # warm, as a DAG processor is
-start = time.perf_counter()
 import importlib.util
 spec = importlib.util.spec_from_file_location("dag_under_test", {str(DAG_FILE)!r})
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
-elapsed = time.perf_counter() - start
 heavy = [m for m in ("torch", "tensorflow", "pandas", "great_expectations", "boto3") if m in sys.modules]
-print(f"{{elapsed:.4f}} {{','.join(heavy)}}")
+print(f"parsed {{','.join(heavy)}}")
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    elapsed, _, heavy = out.stdout.strip().splitlines()[-1].partition(" ")
-    print(f"\nDAG file import time (airflow.sdk already imported): {float(elapsed) * 1000:.1f} ms")
-    assert float(elapsed) < 0.5
+    parsed, _, heavy = out.stdout.strip().splitlines()[-1].partition(" ")
+    assert parsed == "parsed"
     assert heavy == "", f"heavy modules imported at parse time: {heavy}"
-
-
-def test_parse_time_whole_interpreter():
-    """Cold import of the DAG file including airflow.sdk, printed for the record."""
-    code = (f"import time; t=time.perf_counter(); import runpy; runpy.run_path({str(DAG_FILE)!r}); "
-            "print(time.perf_counter()-t)")
-    started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    print(f"\ncold DAG import incl. airflow.sdk: {float(out.stdout.strip()) * 1000:.0f} ms "
-          f"(process {1000 * (time.perf_counter() - started):.0f} ms)")
 
 
 def test_the_schedule_runs_the_nightly_suite_and_the_form_overrides_it(dagbag):

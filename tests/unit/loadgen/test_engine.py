@@ -43,7 +43,7 @@ def test_open_loop_records_unsendable_requests(tmp_path):
                                 request_timeout_s=0.3, max_connections=2)
         started = time.monotonic()
         rec = asyncio.run(open_loop("127.0.0.1", port, HttpGet("127.0.0.1", port, "x", {}, {}), settings))
-        assert time.monotonic() - started < 1 + 0.3 + 1.0 + 0.5
+        assert time.monotonic() - started < 30  # a guard against a hang: about 1 s of schedule + 0.3 s timeout
     finally:
         listener.close()
     m = summarize(rec, settings, "scheduled")

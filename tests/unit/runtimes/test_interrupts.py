@@ -55,7 +55,7 @@ def test_waiting_for_a_child_ends_on_a_lost_stop():
             started = time.monotonic()
             with pytest.raises(KeyboardInterrupt):
                 interrupts.wait(worker)  # no deadline: as `tasks.cli airflow` waits for Airflow
-            assert time.monotonic() - started < 5  # not after the child's 30 s
+            assert time.monotonic() - started < 20  # not after the child's 30 s
     finally:
         worker.kill()
         worker.wait()
@@ -68,7 +68,7 @@ def test_waiting_for_a_child_returns_its_exit_code_or_none_at_the_deadline():
     try:
         started = time.monotonic()
         assert interrupts.wait(slow, deadline=time.monotonic() + 1.0) is None
-        assert 0.9 < time.monotonic() - started < 5
+        assert 0.9 < time.monotonic() - started < 20  # at the deadline, not at the child's exit 30 s later
     finally:
         slow.kill()
         slow.wait()
