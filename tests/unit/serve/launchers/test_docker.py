@@ -2,7 +2,8 @@
 start/stop/sweep against a small in-memory fake of the docker SDK's client (only the calls the launcher makes),
 which checks that the launcher records, labels, saves logs and removes what it created.
 
-The same paths against a real engine: tests/test_docker_servers.py, test_docker_faults.py and the others.
+The same paths against a real engine: tests/integration/test_docker_servers.py, test_docker_faults.py and
+the others.
 """
 
 from __future__ import annotations
