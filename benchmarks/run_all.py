@@ -22,6 +22,7 @@ BENCHMARKS = (
      ["engine_gap.py"]),
     ("start-up time as the readiness poll reads it: fixed 0.1 s against 5 % of the wait",
      ["startup_resolution.py"]),
+    ("the DAG file's import time, with airflow.sdk loaded and cold", ["dag_parse_time.py"]),
     ("how noisy this host is within the hour, on the recorded sessions (record new ones: host_noise.py record)",
      ["host_noise.py", "analyse"]),
     ("... the same, on the noisier half-hour recorded before it", ["host_noise.py", "analyse", "--data",

@@ -38,7 +38,8 @@ def load_reports_plugin():
 
 # Whole-run tests test other things, on a shared machine whose other work would make their points contended and
 # their runs partial: they record the host's state but do not judge it. The judgement has its own tests
-# (tests/test_host_state.py; tests/test_contention.py with a real server and a spinner on its core).
+# (tests/unit/measure/test_hoststate.py, tests/unit/validate/test_outcome.py; tests/integration/test_contention.py
+# with a real server and a spinner on its core).
 HOST_NOT_JUDGED = {"max_neighbour_pct": 100.0}
 
 

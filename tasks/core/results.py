@@ -490,7 +490,7 @@ def reference_markdown() -> str:
         f"# Results reference (schema {SCHEMA_VERSION})",
         "",
         f"<!-- Generated from tasks/core/results.py by `{REFERENCE_COMMAND}`: edit the contract there and run it "
-        "again; tests/test_results_contract.py fails while this page and the contract disagree. -->",
+        "again; tests/unit/core/test_results.py fails while this page and the contract disagree. -->",
         "",
         f"Generated from the results contract (`tasks/core/results.py`) by `{REFERENCE_COMMAND}`. Every "
         "`results.parquet` and `results.csv` a run publishes has these columns in this order, one row per cell. "

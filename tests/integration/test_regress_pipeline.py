@@ -1,0 +1,256 @@
+"""The regression check in the pipeline: each cell against its reference night (the logical-date cut, exclusions
+through the CLI), and side by side with real servers: a known slower model is a regression naming the changed
+input, the same model re-exported to a file with another hash is not, an unchanged night spends no measuring time
+on duets beyond the control's A/A pair."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from benchmarks.duet_nights import MLP_SPEC
+from tasks.core.metadata import collect_host_metadata
+from tasks.core.results import SCHEMA_VERSION, to_frame, to_parquet_bytes
+from tasks.pipeline import run_pipeline
+from tasks.plan.cells import make_plan
+from tasks.plan.config import RunConfig
+from tasks.regress.check import judge_run
+from tasks.store.publish import publish_run
+from tasks.store.s3 import S3Store
+from tests.dagrun import REPO, fast_conf, read_json_object, read_run
+
+CELL = {"model": "mlp", "format": "onnx", "server": "custom", "launcher": "process", "device": "cpu",
+        "batch_size": 1, "mode": "concurrency", "load": 1.0, "protocol": "kserve_v2_rest"}
+CELL_ID = "mlp.onnx.custom.process.cpu.b1.concurrency1"
+DAY = datetime(2026, 2, 1, 2, 0, tzinfo=UTC)
+
+
+def night(i: int) -> str:
+    return (DAY + timedelta(days=i)).isoformat()
+
+
+def inputs(model_sha: str) -> dict:
+    return {"schema": 1, "model": {"sha256": model_sha, "artifact": {}, "spec": {}},
+            "runtime": {"name": "custom", "launcher": "process", "packages": {"onnxruntime": "1.32.0"},
+                        "files_sha256": "f" * 64}, "server": {"version": "custom 1"}, "serving": {"instances": 1},
+            "loadgen": {"version": "1", "sha256": "l" * 64}}
+
+
+def row_of(run_id: str, i: int, throughput_rps: float, model_sha: str = "a" * 64) -> dict:
+    from tasks.measure.inputs import inputs_sha
+
+    host = collect_host_metadata()
+    record = inputs(model_sha)
+    return {**CELL, **{k: host[k] for k in ("cpu_model", "cpu_count", "gpu_name")}, "run_id": run_id,
+            "logical_date": night(i), "schema_version": SCHEMA_VERSION, "status": "ok",
+            "throughput_rps": throughput_rps, "latency_ms_p50": 1000.0 / throughput_rps, "requests": 1000,
+            "errors": 0, "error_rate": 0.0, "cv": 0.02, "windows": 4, "inputs": json.dumps(record),
+            "inputs_sha": inputs_sha(record)}
+
+
+def fake_run(store: S3Store, i: int, throughput_rps: float, run_id: str | None = None, **kw) -> str:
+    """Publish a run of one ok row (logical date DAY + i days) without measuring anything."""
+    run_id = run_id or f"fake{i:02d}"
+    publish_run(store, run_id=run_id, logical_date=night(i), status="complete",
+                provenance={"host": collect_host_metadata()},
+                files={"results.parquet": to_parquet_bytes(to_frame([row_of(run_id, i, throughput_rps, **kw)]))})
+    return run_id
+
+
+def tonight(i: int, throughput_rps: float, **kw) -> tuple[dict, list[dict]]:
+    run = {"run_id": f"tonight{i}", "logical_date": night(i), "host": collect_host_metadata()}
+    return run, [row_of(run["run_id"], i, throughput_rps, **kw)]
+
+
+def stack_record(regressions: dict) -> dict:
+    return next(r for r in regressions["records"] if r.get("kind") in ("inputs", "duet") and r["model"] == "mlp")
+
+
+@pytest.fixture()
+def store(embedded_s3, bucket) -> S3Store:
+    return S3Store(bucket, "eval", embedded_s3.connection("serving_eval_s3"))
+
+
+def plan_of(bucket: str):
+    return make_plan(RunConfig.from_params(fast_conf(bucket, control_cell="none")))
+
+
+def test_the_reference_is_the_newest_accepted_night_before_the_logical_date(store, bucket):
+    for i in range(6):
+        fake_run(store, i, 1000.0 + i)
+    fake_run(store, 10, 100.0, model_sha="b" * 64)  # a later night, other inputs: a backfill must not see it
+    run, rows = tonight(6, 1000.0)
+    judged = judge_run(store, run, rows, [], plan_of(bucket))
+    record = stack_record(judged)
+    assert judged["history_runs"] == 6 and judged["history_before"] == night(6)
+    assert record["verdict"] == "no_change" and record["reference_run_id"] == "fake05", record
+    assert judged["duets"] == []  # nothing changed: no duet
+    run, rows = tonight(11, 1000.0, model_sha="c" * 64)  # after night 10: a new model file than its reference
+    judged = judge_run(store, run, rows, [], plan_of(bucket))
+    record = stack_record(judged)
+    assert record["verdict"] == "pending" and record["reference_run_id"] == "fake10"
+    assert any("model sha256 bbbbbbbb… → cccccccc…" in c for c in record["changes"]), record["changes"]
+    (duet,) = judged["duets"]
+    assert duet["reference"]["run_id"] == "fake10" and duet["points"] == [{k: CELL[k] for k in
+                                                                           ("batch_size", "mode", "load",
+                                                                            "protocol")}]
+    run, rows = tonight(3, 1000.0)  # a backfill of night 3: nights 0-2 only (night 3 itself is not before)
+    assert judge_run(store, run, rows, [], plan_of(bucket))["history_runs"] == 3
+
+
+def test_a_run_excluded_through_the_cli_is_no_reference(store, bucket, embedded_s3):
+    for i in range(3):
+        fake_run(store, i, 1000.0)
+    fake_run(store, 3, 400.0, run_id="hog_night", model_sha="h" * 64)  # a night someone should not compare with
+    env = {**os.environ, **embedded_s3.airflow_conn_env("serving_eval_s3"), "PYTHONPATH": str(REPO)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tasks.cli", *args, "--bucket", bucket, "--prefix", "eval"],
+                              capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+
+    bad = cli("exclude", "no_such_run", "--reason", "x")
+    assert bad.returncode == 2 and "run='no_such_run'" in bad.stderr
+    bad = cli("exclude", "hog_night", "--cell", "nope", "--reason", "x")
+    assert bad.returncode == 2 and "--cell='nope'" in bad.stderr and CELL_ID in bad.stderr
+    done = cli("exclude", "hog_night", "--cell", CELL_ID, "--reason", "a hand-built model file")
+    assert done.returncode == 0, done.stderr
+    listed = cli("exclusions")
+    assert "hog_night" in listed.stdout and "a hand-built model file" in listed.stdout
+    run, rows = tonight(4, 1000.0)
+    judged = judge_run(store, run, rows, [], plan_of(bucket))
+    record = stack_record(judged)
+    assert record["reference_run_id"] == "fake02" and record["verdict"] == "no_change"
+    assert [e["reason"] for e in judged["exclusions"]] == ["a hand-built model file"]
+    exclusion_id = listed.stdout.split()[0]
+    assert cli("include", exclusion_id).returncode == 0
+    record = stack_record(judge_run(store, run, rows, [], plan_of(bucket)))
+    assert record["reference_run_id"] == "hog_night" and record["verdict"] == "pending"
+
+
+# --- real servers -------------------------------------------------------------------------------------------
+
+@pytest.mark.integration
+def test_cli_run_with_a_logical_date_is_a_backfill(embedded_s3, bucket, store):
+    fake_run(store, 30, 50.0)  # a later run that a backfill must not be compared with
+    env = {**os.environ, **embedded_s3.airflow_conn_env("serving_eval_s3"), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "tasks.cli", "run", "--logical-date", "2026-02-05",
+                           "--conf", json.dumps(fast_conf(bucket, concurrencies=[1]))],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = [k for k in store.list_keys("eval/runs/") if k.endswith("manifest.json")]
+    backfill = next(store.get_json(k) for k in runs if "dt=2026-02-05" in k)
+    assert backfill["run_id"] == "cli__backfill__20260205T0000"
+    regressions = read_json_object(store, backfill, "regressions.json")
+    assert regressions["history_before"] == "2026-02-05T00:00:00+00:00" and regressions["history_runs"] == 0
+    assert read_run(store)[0]["run_id"] == "fake30"  # a backfill never moves latest.json back
+
+
+@pytest.fixture(scope="module")
+def duet_nights(embedded_s3, tmp_path_factory):
+    """A store with one real night of a model `duet-mlp` (the MLP, hidden 256, seed 0) on the custom service, and a
+    way to run the next night with the model file as the test writes it."""
+    bucket = "duet-nights"
+    embedded_s3.create_bucket(bucket)
+    specs = tmp_path_factory.mktemp("duet-specs")
+    conn = embedded_s3.connection("serving_eval_s3")
+    conf = fast_conf(bucket, models=["duet-mlp"], concurrencies=[2], duration_s=1.0, warmup_s=0.3, window_s=0.25,
+                     control_cell="duet-mlp/onnx/custom", duet_min_pairs=3, duet_max_pairs=6,
+                     fail_on_cell_failure=False)
+    old = os.environ.get("SERVING_EVAL_MODELS")
+    os.environ["SERVING_EVAL_MODELS"] = str(specs)
+    store = S3Store(bucket, "eval", conn)
+
+    def run_night(i: int, hidden: int, seed: int) -> tuple[dict, dict]:
+        (specs / "duet-mlp.yaml").write_text(MLP_SPEC.format(name="duet-mlp", seed=seed, hidden=hidden))
+        summary, _ = run_pipeline(conf, run_id=f"duet-night{i}", logical_date=night(i), conn=conn)
+        manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/")
+                        if f"run=duet-night{i}/manifest" in k)
+        return summary, read_json_object(store, manifest, "regressions.json")
+
+    try:
+        run_night(0, 256, 0)
+        yield run_night
+    finally:
+        if old is None:
+            os.environ.pop("SERVING_EVAL_MODELS", None)
+        else:
+            os.environ["SERVING_EVAL_MODELS"] = old
+
+
+def _stack(regressions: dict, metric: str) -> dict:
+    return next(r for r in regressions["records"] if r.get("kind") in ("duet", "inputs")
+                and r["metric"] in (metric, "inputs"))
+
+
+@pytest.mark.integration
+def test_an_unchanged_night_spends_no_time_on_duets_but_the_control_aa(duet_nights):
+    summary, regressions = duet_nights(1, 256, 0)
+    record = _stack(regressions, "throughput_rps")
+    assert record["kind"] == "inputs" and record["verdict"] == "no_change", record
+    assert "nothing the stack depends on changed since duet-night0" in record["reason"]
+    assert regressions["duets"] == [] and summary["regressions"] == []
+    aa = regressions["aa"]  # the control's A/A pair: tonight's inputs on both sides, its noise published
+    assert len(aa["measured"]["pairs"]) == 4 and not aa["measured"]["error"], aa["measured"]
+    assert set(aa["noise"]) >= {"throughput_rps", "server_cpu_us_per_request"}
+
+
+@pytest.mark.integration
+def test_the_same_model_in_a_file_with_another_hash_is_no_regression(duet_nights):
+    summary, regressions = duet_nights(2, 256, 7)  # other seed: other weights, other bytes, the same compute
+    (group,) = regressions["duets"]
+    assert any("duet-mlp: model sha256" in c for c in group["changes"]), group["changes"]
+    assert not group["measured"]["error"], group["measured"]["error"]
+    records = [r for r in regressions["records"] if r.get("kind") == "duet"]
+    assert {r["metric"] for r in records} == {"server_cpu_us_per_request", "throughput_rps", "latency_ms_p50",
+                                              "latency_ms_p99"}
+    assert all(r["verdict"] in ("no_change", "improvement") for r in records), [
+        (r["metric"], r["verdict"], r.get("ratio")) for r in records]
+    assert summary["regressions"] == []
+
+
+@pytest.mark.integration
+def test_a_known_slower_model_is_a_regression_naming_the_changed_input(duet_nights):
+    summary, regressions = duet_nights(3, 2048, 0)  # a model 60 times the compute, the same inputs and outputs
+    records = {r["metric"]: r for r in regressions["records"] if r.get("kind") == "duet"}
+    cpu = records["server_cpu_us_per_request"]
+    print("the duet's record:", json.dumps(cpu["duet"]))  # shown in full when the test fails (pytest cuts messages)
+    print("its pairs:", json.dumps(regressions["duets"][0]["measured"]["pairs"]))
+    assert cpu["verdict"] == "regression" and cpu["ratio"] > 1.2, {
+        k: cpu.get(k) for k in ("verdict", "ratio", "ratio_ci", "p_value", "min_effect_pct", "reason", "duet")}
+    assert records["throughput_rps"]["verdict"] == "regression", records["throughput_rps"]
+    assert any("duet-mlp: model sha256" in c for c in cpu["changes"]) and cpu["reference_run_id"] == "duet-night2"
+    assert cpu["duet"]["pairs"] >= 3 and cpu["duet"]["thresholds"]["min_effect_pct"] > 0
+    assert any(r["metric"] == "server_cpu_us_per_request" for r in summary["regressions"])
+
+
+@pytest.mark.integration
+def test_every_pair_of_a_duet_runs_on_servers_of_its_own_started_in_the_pairs_order(tmp_path, mlp_onnx, mlp_spec):
+    from tasks.loadgen.settings import LoadSettings
+    from tasks.measure.duet import DuetSettings, DuetSide, measure_duet
+    from tasks.serve.budget import plan_budget
+    from tasks.serve.launchers.process import ProcessLauncher
+    from tasks.serve.options import ServingOptions
+    from tasks.serve.servers import get_server
+
+    budget = plan_budget(None, None, True)
+    server = get_server("custom", ServingOptions(cpus=budget.cpu_count))
+    load = LoadSettings(mode="concurrency", load=1, duration_s=0.5, warmup_s=0.2, window_s=0.25)
+    settings = DuetSettings(run_id="fresh-pairs", duet_id="d", log_dir=tmp_path / "logs", launcher=ProcessLauncher(),
+                            loads=(load,), server_cpus=budget.cpus, generator_cpus=budget.generator_cpus,
+                            min_pairs=3, max_pairs=3)
+    result = measure_duet(DuetSide("reference", server, mlp_onnx, mlp_spec),
+                          DuetSide("candidate", server, mlp_onnx, mlp_spec), settings)
+    assert result.error is None and len(result.pairs) == 3, result.error
+    lives = result.timelines
+    assert len(lives["reference"]) == len(lives["candidate"]) == 3  # one server life per side and pair
+    for i, pair in enumerate(result.pairs):
+        started_first = min(("reference", "candidate"), key=lambda side: lives[side][i]["start"])
+        assert started_first == pair.first == ("reference", "candidate")[i % 2]  # the start order alternates
+        assert all(figures["requests"] > 0 for figures in pair.sides.values())
+        if i:  # the previous pair's servers were gone before this pair's started
+            assert max(lives[s][i - 1]["stopped"] for s in lives) <= min(lives[s][i]["start"] for s in lives)

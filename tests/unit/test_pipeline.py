@@ -1,0 +1,72 @@
+"""Sweep cells in the pipeline (tasks/pipeline.py): one row per point with unique keys, a dead session owes one
+failed row."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tasks.core.results import SCHEMA_VERSION
+from tasks.measure import session as measure
+from tasks.pipeline import collect_results
+from tasks.plan.cells import expected_rows, make_plan
+from tasks.plan.config import RunConfig
+
+
+def _fake_points(monkeypatch, capacity_rps: float):
+    """Replace the real load point: throughput saturates at `capacity_rps`, p99 grows past it."""
+    def fake_point(ctx, life, cell):
+        load = cell.load
+        rps = min(load * 1000.0, capacity_rps) if cell.mode == "concurrency" else min(load, capacity_rps)
+        p99 = 1.0 + max(0.0, load * (1000.0 if cell.mode == "concurrency" else 1.0) / capacity_rps - 1) * 50
+        row = {**measure.base_row(ctx.run, cell), "status": "ok", "throughput_rps": rps, "latency_ms_p99": p99}
+        m = SimpleNamespace(throughput_rps=rps, latency_ms_p99=p99, requests=100, error_rate=0.0,
+                            generator_saturated=False)
+        return row, m
+
+    monkeypatch.setattr(measure, "_measure_point", fake_point)
+
+
+RUN = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": SCHEMA_VERSION, "code": {},
+       "host": {}}
+
+
+def sweep(config: RunConfig, timeline: dict | None = None) -> tuple[list[dict], object]:
+    """The plan's one sweep cell measured by `_measure_sweep` (its points faked by `_fake_points`)."""
+    plan = make_plan(config)
+    (session,) = plan.sessions
+    ctx = measure.SessionContext(session, RUN, config, budget=None, artifact=None, spec=None)
+    life = measure.ServerLife(live=None, served={}, timeline=timeline if timeline is not None else {"cells": {}})
+    return measure._measure_sweep(ctx, life, session.cells[0]), plan
+
+
+def test_a_sweep_cell_yields_one_row_per_point_with_unique_keys(monkeypatch):
+    _fake_points(monkeypatch, capacity_rps=3500)
+    config = RunConfig.from_params({"concurrency_sweep": "doubling", "concurrencies": [64]})
+    timeline = {"cells": {}}
+    rows, plan = sweep(config, timeline)
+    (cell,) = plan.cells
+    assert [(r["mode"], r["load"]) for r in rows] == [("concurrency", 1.0), ("concurrency", 2.0),
+                                                     ("concurrency", 4.0), ("concurrency", 8.0)]
+    assert "throughput rose" in timeline["cells"][cell.cell_id]["sweep"]["stop_reason"]
+    assert expected_rows(plan.sessions, rows) == 4
+    started = {"run": RUN, **plan.to_dict()}
+    collected = collect_results(started, [{"rows": rows, "timeline": {}}])
+    assert len(collected["rows"]) == 4  # no spurious "session failed" row for the sweep's bound (64)
+
+    config = RunConfig.from_params({"mode": "rate", "rates": [100], "rate_search": True, "p99_bound_ms": 10,
+                                    "control_cell": "none"})
+    rows, _ = sweep(config)
+    loads = [r["load"] for r in rows]
+    assert len(set(loads)) == len(loads) and all(r["mode"] == "rate" for r in rows)
+    bound_rps = 3500 * (1 + 9 / 50)  # where the fake's p99 crosses 10 ms
+    assert max(r["load"] for r in rows if r["latency_ms_p99"] <= 10) == pytest.approx(bound_rps, rel=0.05)
+
+
+def test_a_sweep_whose_session_died_owes_one_failed_row():
+    plan = make_plan(RunConfig.from_params({"concurrency_sweep": "doubling", "concurrencies": [8]}))
+    collected = collect_results({"run": RUN, **plan.to_dict()}, [None])
+    (row,) = collected["rows"]
+    assert (row["mode"], row["load"], row["status"]) == ("concurrency-sweep", 8.0, "failed")
+    assert expected_rows(plan.sessions, collected["rows"]) == 1
