@@ -13,17 +13,13 @@
 
 from __future__ import annotations
 
-import html
 import json
 
 from tasks.core.metrics import number
+from tasks.report.formatting import escape
 from tasks.report.plots import Series, format_value, line_chart
 from tasks.report.recommend import ok_rows, stack_of
 from tasks.serve.knobs import DEFAULT_CONFIG_ID, describe
-
-
-def _esc(value: object) -> str:
-    return html.escape(str(value))
 
 
 def _config_id(row: dict) -> str:
@@ -73,11 +69,13 @@ def configurations_section(rows: list[dict], tuning: dict | None) -> str:
             values = json.loads(best_rows[0]["config"]) if best_rows and best_rows[0].get("config") else {}
             gain = (100.0 * (best_score / default_score - 1)) if best_score and default_score else None
             tried = len({_config_id(r) for r in mine})
-            table.append(f"<tr><td class=l>{_esc(stack)}</td><td>{_fmt(default_score)}</td><td>{_fmt(best_score)}</td>"
+            table.append(f"<tr><td class=l>{escape(stack)}</td><td>{_fmt(default_score)}</td>"
+                         f"<td>{_fmt(best_score)}</td>"
                          f"<td>{'–' if gain is None else f'{gain:+.1f} %'}</td>"
-                         f"<td class=l>{_esc(describe(values, defaults) if defaults else best_id)}</td>"
+                         f"<td class=l>{escape(describe(values, defaults) if defaults else best_id)}</td>"
                          f"<td>{tried}</td><td>{_fmt(bound)}</td>"
-                         f"<td class=l>{_esc(search.get('method') or '–')}: {_esc(search.get('stop_reason') or '–')}"
+                         f"<td class=l>{escape(search.get('method') or '–')}: "
+                         f"{escape(search.get('stop_reason') or '–')}"
                          f"</td></tr>")
             if best_score is not None:
                 ranking.append((best_score, stack, best_row))
@@ -86,18 +84,18 @@ def configurations_section(rows: list[dict], tuning: dict | None) -> str:
                 if instances is not None and trial.get("score_rps") is not None:
                     points = scaling.setdefault(stack, {})
                     points[instances] = max(points.get(instances, 0.0), float(trial["score_rps"]))
-        parts.append(f"<h3>{_esc(model)}: default against tuned</h3><table><tr><th class=l>stack</th>"
+        parts.append(f"<h3>{escape(model)}: default against tuned</h3><table><tr><th class=l>stack</th>"
                      "<th>default (req/s)</th><th>tuned (req/s)</th><th>gain</th><th class=l>winning knobs</th>"
                      "<th>configurations</th><th>p99 bound (ms)</th><th class=l>search</th></tr>"
                      + "".join(table) + "</table>")
         if ranking:
-            ranked = "".join(f"<li>{_esc(stack)}: {_fmt(score)} req/s (p99 {_fmt(number(row.get('latency_ms_p99')))} "
+            ranked = "".join(f"<li>{escape(stack)}: {_fmt(score)} req/s (p99 {_fmt(number(row.get('latency_ms_p99')))} "
                              f"ms)</li>" for score, stack, row in sorted(ranking, key=lambda x: (-x[0], x[1])))
             parts.append(f"<p>Tuned ranking:</p><ol>{ranked}</ol>")
         if any(len(p) > 1 for p in scaling.values()):
             counts = sorted({n for p in scaling.values() for n in p})
             head = "".join(f"<th>{n}</th>" for n in counts)
-            body = "".join(f"<tr><td class=l>{_esc(stack)}</td>"
+            body = "".join(f"<tr><td class=l>{escape(stack)}</td>"
                            + "".join(f"<td>{_fmt(points.get(n))}</td>" for n in counts) + "</tr>"
                            for stack, points in sorted(scaling.items()))
             parts.append(f"<p>Best throughput (req/s) by instances/workers, the other knobs as the search had "
@@ -123,8 +121,8 @@ def engine_section(rows: list[dict]) -> str:
         served = number(row.get("throughput_rps")) or 0.0
         gap = 100.0 * (1 - served / engine) if engine else None
         cls = " class=bad" if gap is not None and gap > 20 else ""
-        lines.append(f"<tr><td class=l>{_esc(row.get('model'))}</td><td class=l>{_esc(row.get('engine'))}</td>"
-                     f"<td class=l>{_esc(stack_of(row))}</td><td class=l>{_esc(row.get('wire') or '–')}</td>"
+        lines.append(f"<tr><td class=l>{escape(row.get('model'))}</td><td class=l>{escape(row.get('engine'))}</td>"
+                     f"<td class=l>{escape(stack_of(row))}</td><td class=l>{escape(row.get('wire') or '–')}</td>"
                      f"<td>{row.get('batch_size')}</td><td>{_fmt(engine)}</td>"
                      f"<td>{_fmt(served)}</td><td{cls}>{'–' if gap is None else f'{gap:.0f} %'}</td></tr>")
     if not lines:

@@ -4,17 +4,14 @@ out), then the lines of configuration and code the project writes to serve the m
 
 from __future__ import annotations
 
-import html
 import json
 
 from tasks.core.metrics import number
+from tasks.report.formatting import escape
 from tasks.serve.capabilities import CAPABILITIES
 
 PASSED, FAILED = "passed", "failed"
 
-
-def _esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _session(row: dict) -> str:
@@ -61,13 +58,13 @@ def _capability_cell(check: dict | None) -> str:
         (f" — {check['evidence']}" if check.get("evidence") else "")
     if check["result"] == FAILED and check["declared"]:
         where = ", ".join(check["failed_in"])
-        return (f"<td class='l bad' title='{_esc(title)}'>{offered}, <b>finding</b>: its probe failed in "
-                f"{_esc(where)}<br><small>{_esc(check.get('evidence') or '')}</small></td>")
+        return (f"<td class='l bad' title='{escape(title)}'>{offered}, <b>finding</b>: its probe failed in "
+                f"{escape(where)}<br><small>{escape(check.get('evidence') or '')}</small></td>")
     if not check["declared"]:
-        return f"<td class='l' title='{_esc(title)}'>no</td>"
+        return f"<td class='l' title='{escape(title)}'>no</td>"
     probed = {"passed": "probed ✓", "failed": "probe failed"}.get(str(check["result"]), "not probed")
     cls = " better" if check["result"] == PASSED else ""
-    return f"<td class='l{cls}' title='{_esc(title)}'>{offered}<br><small>{probed}</small></td>"
+    return f"<td class='l{cls}' title='{escape(title)}'>{offered}<br><small>{probed}</small></td>"
 
 
 def _lines_cell(lines: dict[str, tuple[int, int]], index: int) -> str:
@@ -76,7 +73,7 @@ def _lines_cell(lines: dict[str, tuple[int, int]], index: int) -> str:
     values = {fmt: counts[index] for fmt, counts in sorted(lines.items())}
     if len(set(values.values())) == 1:
         return f"<td>{next(iter(values.values()))}</td>"
-    return "<td>" + "<br>".join(f"{_esc(fmt)} {value}" for fmt, value in values.items()) + "</td>"
+    return "<td>" + "<br>".join(f"{escape(fmt)} {value}" for fmt, value in values.items()) + "</td>"
 
 
 def features_section(rows: list[dict]) -> str:
@@ -95,11 +92,11 @@ def features_section(rows: list[dict]) -> str:
         return "".join(parts) + "<p>This run recorded no capabilities (its rows predate schema 1.6).</p>"
     servers = sorted(stacks)
     names = list(CAPABILITIES) + sorted({n for s in stacks.values() for n in s["capabilities"]} - set(CAPABILITIES))
-    parts.append("<table class=features><tr><th class=l></th>" + "".join(f"<th class=l>{_esc(s)}</th>" for s in servers)
-                 + "</tr>")
+    parts.append("<table class=features><tr><th class=l></th>"
+                 + "".join(f"<th class=l>{escape(s)}</th>" for s in servers) + "</tr>")
     for name in names:
         cells = "".join(_capability_cell(stacks[s]["capabilities"].get(name)) for s in servers)
-        parts.append(f"<tr data-capability='{_esc(name)}'><th class=l>{_esc(CAPABILITIES.get(name, name))}</th>"
+        parts.append(f"<tr data-capability='{escape(name)}'><th class=l>{escape(CAPABILITIES.get(name, name))}</th>"
                      f"{cells}</tr>")
     for index, label in ((0, "lines of configuration"), (1, "lines of code")):
         parts.append(f"<tr><th class=l>{label}</th>" + "".join(_lines_cell(stacks[s]["lines"], index)
@@ -111,7 +108,8 @@ def features_section(rows: list[dict]) -> str:
         f"{sum(f[0] == s for f in findings)}</td>" for s in servers) + "</tr></table>")
     if findings:
         parts.append(f"<h3>Findings ({len(findings)})</h3><ul>" + "".join(
-            f"<li class=bad>{_esc(s)}: {_esc(CAPABILITIES.get(n, n))} is declared but its probe ({_esc(c['probe'])}) "
-            f"failed in {_esc(', '.join(c['failed_in']))}: {_esc(c['evidence'])}</li>" for s, n, c in findings)
+            f"<li class=bad>{escape(s)}: {escape(CAPABILITIES.get(n, n))} is declared but its probe "
+            f"({escape(c['probe'])}) "
+            f"failed in {escape(', '.join(c['failed_in']))}: {escape(c['evidence'])}</li>" for s, n, c in findings)
             + "</ul>")
     return "".join(parts)

@@ -4,9 +4,8 @@ size of what it runs from; with bar charts of the time to the first correct answ
 
 from __future__ import annotations
 
-import html
-
 from tasks.core.metrics import METRICS, number
+from tasks.report.formatting import escape
 from tasks.report.plots import bar_chart, format_value
 from tasks.report.recommend import stack_of
 
@@ -14,9 +13,6 @@ LIFE_FIGURES = ("startup_s", "first_correct_s", "idle_rss_mb", "session_rss_peak
                 "server_processes", "server_threads", "runtime_size_mb")
 HEADINGS = {"server_processes": "processes", "server_threads": "threads"}
 
-
-def _esc(value: object) -> str:
-    return html.escape(str(value))
 
 
 def _fmt(value: object) -> str:
@@ -64,14 +60,14 @@ def lifecycle_section(rows: list[dict]) -> str:
     lives = server_lives(rows)
     if not lives:
         return "".join(parts) + "<p>This run recorded no lifecycle figures (its rows predate schema 1.6).</p>"
-    head = "".join(f"<th>{_esc(HEADINGS.get(f) or METRICS[f].label)}"
-                   f"{'' if f in HEADINGS else f'<br>({_esc(METRICS[f].unit)})'}</th>" for f in LIFE_FIGURES)
+    head = "".join(f"<th>{escape(HEADINGS.get(f) or METRICS[f].label)}"
+                   f"{'' if f in HEADINGS else f'<br>({escape(METRICS[f].unit)})'}</th>" for f in LIFE_FIGURES)
     parts.append(f"<table class=lifecycle><tr><th class=l>model</th><th class=l>stack</th><th class=l>launcher</th>"
                  f"<th class=l>config</th>{head}</tr>")
     for life in lives:
         role = " (control)" if life["role"] == "control" else ""
-        parts.append(f"<tr><td class=l>{_esc(life['model'])}</td><td class=l>{_esc(life['stack'])}{role}</td>"
-                     f"<td class=l>{_esc(life['launcher'])}</td><td class=l>{_esc(life['config_id'] or '–')}</td>"
+        parts.append(f"<tr><td class=l>{escape(life['model'])}</td><td class=l>{escape(life['stack'])}{role}</td>"
+                     f"<td class=l>{escape(life['launcher'])}</td><td class=l>{escape(life['config_id'] or '–')}</td>"
                      + "".join(f"<td>{_fmt(life[f])}</td>" for f in LIFE_FIGURES) + "</tr>")
     parts.append("</table>")
     first = [(f"{life['model']} {life['stack']}", life["first_correct_s"]) for life in lives

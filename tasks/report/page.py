@@ -16,7 +16,6 @@ reasons, parity and served-output checks, validation, provenance. Units and good
 
 from __future__ import annotations
 
-import html
 import io
 import json
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from tasks.core.results import frame_records, is_overload
 from tasks.plan.cells import Cell, rows_of
 from tasks.report.configs import configurations_section, engine_section, headline_rows
 from tasks.report.features import features_section
+from tasks.report.formatting import escape
 from tasks.report.lifecycle import lifecycle_section
 from tasks.report.plots import Series, bar_chart, format_value, line_chart
 from tasks.report.recommend import (
@@ -90,16 +90,13 @@ def rebuild_report(store, manifest: dict) -> str:
     return render_report(PublishedRun.from_files(files, manifest))
 
 
-def _esc(value: object) -> str:
-    return html.escape(str(value))
-
 
 def _fmt(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if value is None or (isinstance(value, float) and value != value):
         return "–"
-    return f"{value:,.2f}" if isinstance(value, float) else html.escape(str(value))
+    return f"{value:,.2f}" if isinstance(value, float) else escape(str(value))
 
 
 def _unit(metric: str) -> str:
@@ -208,14 +205,14 @@ def cost_table(rows: list[dict], p99_bound_ms: float | None = None) -> str:
             figures.append(f"{format_value(number(row.get('gpu_s_per_1k')))} GPU-s")
         if number(row.get("price_per_million")) is not None:
             figures.append(f"<b>{format_value(number(row.get('price_per_million')))}</b> / 1M")
-        return (f"<td>{', '.join(figures)}<br><small>at {_esc(_load_text(row.get('mode'), row.get('load')))}"
+        return (f"<td>{', '.join(figures)}<br><small>at {escape(_load_text(row.get('mode'), row.get('load')))}"
                 "</small></td>")
 
     head = "".join(f"<th>{_bounds_text([b])}</th>" for b in bounds)
     parts = ["<table class=cost><tr><th class=l>stack</th>" + ("<th>batch</th>" if batches > 1 else "") +
              f"{head}</tr>"]
     for stack, batch in keys:
-        parts.append(f"<tr><td class=l>{_esc(stack)}</td>" + (f"<td>{batch}</td>" if batches > 1 else "") +
+        parts.append(f"<tr><td class=l>{escape(stack)}</td>" + (f"<td>{batch}</td>" if batches > 1 else "") +
                      "".join(cell(per_bound[b].get((stack, batch))) for b in bounds) + "</tr>")
     parts.append("</table>")
     return ("<p class=note>What each stack costs within each p99 bound: its cheapest ok point with p99 within it, "
@@ -229,7 +226,7 @@ def _model_table(model: str, rows: list[dict]) -> str:
         values = [number(r.get(name)) for r in ok if number(r.get(name)) is not None]
         if values:
             best[name] = max(values) if METRICS[name].better == "higher" else min(values)
-    head = "".join(f"<th>{_esc(_label(m))}<br>({_esc(_unit(m))})</th>" for m in REPORT_METRICS)
+    head = "".join(f"<th>{escape(_label(m))}<br>({escape(_unit(m))})</th>" for m in REPORT_METRICS)
     parts = [f"<table><tr><th class=l>server</th><th class=l>format</th><th class=l>wire</th><th>batch</th>"
              f"<th>load</th>{head}<th>CV</th><th>stable</th><th>CPU share of its budget<br>(%)</th>"
              f"<th>other work on the host<br>(%)</th><th class=l>status</th></tr>"]
@@ -240,15 +237,15 @@ def _model_table(model: str, rows: list[dict]) -> str:
             value = number(r.get(m))
             mark = r.get("status") == "ok" and value is not None and value == best.get(m)
             cells += f"<td class='{'best' if mark else ''}'>{_fmt(value)}</td>"
-        status = f"<span class={_esc(r['status'])}>{_esc(r['status'])}</span>"
+        status = f"<span class={escape(r['status'])}>{escape(r['status'])}</span>"
         if r["status"] != "ok":
-            status += f"<br><small>{_esc(str(r.get('reason') or '')[:300])}</small>"
+            status += f"<br><small>{escape(str(r.get('reason') or '')[:300])}</small>"
         elif r.get("remeasured"):
             status += "<br><small>re-measured: its first measurement was contended</small>"
-        host = f" title='{_esc(host_state_text(r))}'"
-        parts.append(f"<tr><td class=l>{_esc(r['server'])}</td><td class=l>{_esc(r['format'])}</td>"
-                     f"<td class=l>{_esc(row_wire(r))}</td>"
-                     f"<td>{_fmt(r.get('batch_size'))}</td><td>{_esc(_load_text(r.get('mode'), r.get('load')))}</td>"
+        host = f" title='{escape(host_state_text(r))}'"
+        parts.append(f"<tr><td class=l>{escape(r['server'])}</td><td class=l>{escape(r['format'])}</td>"
+                     f"<td class=l>{escape(row_wire(r))}</td>"
+                     f"<td>{_fmt(r.get('batch_size'))}</td><td>{escape(_load_text(r.get('mode'), r.get('load')))}</td>"
                      f"{cells}<td>{_fmt(number(r.get('cv')))}</td><td>{_fmt(r.get('stable'))}</td>"
                      f"<td{host}>{_fmt(number(r.get('server_cpu_share_pct')))}</td>"
                      f"<td{host}>{_fmt(number(r.get('neighbour_cpu_pct')))}</td><td class=l>{status}</td></tr>")
@@ -308,20 +305,21 @@ def contention_summary(rows: list[dict]) -> str:
 def _point_text(point: dict | None) -> str:
     if point is None:
         return "–"
-    wire = f" over {_esc(point['wire'])}" if point.get("wire") else ""
-    return (f"<b>{_esc(point['stack'])}</b>{wire}<br><small>{_fmt(point['throughput_rps'])} "
+    wire = f" over {escape(point['wire'])}" if point.get("wire") else ""
+    return (f"<b>{escape(point['stack'])}</b>{wire}<br><small>{_fmt(point['throughput_rps'])} "
             f"{_unit('throughput_rps')}, p99 {_fmt(point['latency_ms_p99'])} ms at "
-            f"{_esc(_load_text(point['mode'], point['load']))}</small>")
+            f"{escape(_load_text(point['mode'], point['load']))}</small>")
 
 
 def _cost_text(point: dict | None, basis: str | None) -> str:
     """The cheapest point: its stack and wire, its cost on the record's basis, and its core-seconds per 1,000."""
     if point is None or basis is None:
         return "–"
-    wire = f" over {_esc(point['wire'])}" if point.get("wire") else ""
+    wire = f" over {escape(point['wire'])}" if point.get("wire") else ""
     core = "" if basis == "server_core_s_per_1k" else f", {_fmt(point['server_core_s_per_1k'])} core-s / 1k"
-    return (f"<b>{_esc(point['stack'])}</b>{wire}<br><small>{format_value(point[basis])} {_esc(_unit(basis))}{core} "
-            f"at {_esc(_load_text(point['mode'], point['load']))}</small>")
+    return (f"<b>{escape(point['stack'])}</b>{wire}<br><small>{format_value(point[basis])} "
+            f"{escape(_unit(basis))}{core} "
+            f"at {escape(_load_text(point['mode'], point['load']))}</small>")
 
 
 def _cheaper_text(record: dict) -> str:
@@ -331,7 +329,7 @@ def _cheaper_text(record: dict) -> str:
     if record.get("cheapest_runner_up") is None:
         return "only stack"
     margin = record.get("cheapest_margin_pct")
-    runner = _esc(record["cheapest_runner_up"]["stack"])
+    runner = escape(record["cheapest_runner_up"]["stack"])
     return "–" if margin is None else f"{margin:.1f} %<br><small>than {runner}</small>"
 
 
@@ -339,9 +337,9 @@ def _burst_text(point: dict | None) -> str:
     """A stack under overload in a few words: its class, recovery and goodput at the burst."""
     if point is None:
         return "–"
-    wire = f" over {_esc(point['wire'])}" if point.get("wire") else ""
+    wire = f" over {escape(point['wire'])}" if point.get("wire") else ""
     recovery = _recovery_words(point["recovered"], point["recovery_s"], point["overload_class"])
-    return (f"<b>{_esc(point['stack'])}</b>{wire}<br><small>{_esc(point['overload_class'])} at "
+    return (f"<b>{escape(point['stack'])}</b>{wire}<br><small>{escape(point['overload_class'])} at "
             f"{format_value(point['overload_factor'])} × capacity, {recovery}, goodput "
             f"{point['goodput_pct']:.0f} % of capacity</small>")
 
@@ -361,11 +359,11 @@ def _degrades_cells(record: dict) -> str:
     if runner is None or margin is None:
         ahead = "only stack"
     elif margin["kind"] == "recovery_s":
-        ahead = f"{format_value(margin['value'])} s sooner<br><small>than {_esc(runner['stack'])}</small>"
+        ahead = f"{format_value(margin['value'])} s sooner<br><small>than {escape(runner['stack'])}</small>"
     elif margin["kind"] == "not_recovered":
-        ahead = f"{_esc(runner['stack'])} did not recover"
+        ahead = f"{escape(runner['stack'])} did not recover"
     else:
-        ahead = f"{margin['value']:+.0f} points of capacity<br><small>than {_esc(runner['stack'])}</small>"
+        ahead = f"{margin['value']:+.0f} points of capacity<br><small>than {escape(runner['stack'])}</small>"
     return f"<td class=l>{_burst_text(top)}</td><td>{ahead}</td>"
 
 
@@ -390,14 +388,14 @@ def overload_section(rows: list[dict]) -> str:
                                            number(r.get("load")) or 0.0)):
         detail = json.loads(r["overload"]) if r.get("overload") else {}
         recovery = (f"{format_value(number(r['recovery_s']))} s" if r.get("recovered")
-                    else _esc(detail.get("recovery") or "–"))
-        status = f"<span class={_esc(r['status'])}>{_esc(r['status'])}</span>"
+                    else escape(detail.get("recovery") or "–"))
+        status = f"<span class={escape(r['status'])}>{escape(r['status'])}</span>"
         if r["status"] != "ok":
-            status += f"<br><small>{_esc(str(r.get('reason') or '')[:300])}</small>"
-        parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td class=l>{_esc(stack_of(r))}</td>"
-                     f"<td class=l>{_esc(row_wire(r))}</td><td>{_fmt(r.get('batch_size'))}</td>"
+            status += f"<br><small>{escape(str(r.get('reason') or '')[:300])}</small>"
+        parts.append(f"<tr><td class=l>{escape(r['model'])}</td><td class=l>{escape(stack_of(r))}</td>"
+                     f"<td class=l>{escape(row_wire(r))}</td><td>{_fmt(r.get('batch_size'))}</td>"
                      f"<td>{_fmt(number(r.get('load')))}</td><td>{_fmt(number(r.get('capacity_rps')))}</td>"
-                     f"<td class=l>{_esc(r.get('overload_class') or '–')}</td>"
+                     f"<td class=l>{escape(r.get('overload_class') or '–')}</td>"
                      f"<td>{_fmt(number(r.get('goodput_pct')))}</td>"
                      f"<td>{_fmt(r.get('errors'))} / {_fmt(r.get('requests'))}</td><td>{_fmt(r.get('timeouts'))}</td>"
                      f"<td>{_fmt(number(r.get('pre_burst_p99_ms')))} → {_fmt(number(r.get('burst_p99_ms')))}</td>"
@@ -463,19 +461,19 @@ def _recommendation(rows: list[dict], p99_bound_ms: float | None = None) -> str:
     for r in records:
         bound = _bounds_text(r["bounds"])
         if r["best"] is None:
-            parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
+            parts.append(f"<tr><td class=l>{escape(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
                          f"<td class=l colspan={9 if overload else 7}>none of {r['stacks']} stacks meets it</td>"
                          "</tr>")
             continue
         margin = "only stack" if r["runner_up"] is None else (
             f"+{r['margin_pct']:.1f} %" if r["margin_pct"] is not None else "–")
-        parts.append(f"<tr><td class=l>{_esc(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
+        parts.append(f"<tr><td class=l>{escape(r['model'])}</td><td>{r['batch_size']}</td><td class=l>{bound}</td>"
                      f"<td class=l>{_point_text(r['best'])}</td><td class=l>{_point_text(r['runner_up'])}</td>"
                      f"<td>{margin}</td>{_noise_cell(r)}"
                      f"<td class=l>{_cost_text(r.get('cheapest'), r.get('cost_basis'))}</td>"
                      f"<td>{_cheaper_text(r)}</td>"
                      f"{_degrades_cells(r) if overload else ''}"
-                     f"<td class=l>{_esc('; '.join(r['caveats']))}</td></tr>")
+                     f"<td class=l>{escape('; '.join(r['caveats']))}</td></tr>")
     parts.append("</table>")
     return "".join(parts) + overload_glance(rows) + note
 
@@ -489,7 +487,7 @@ def _noise_cell(record: dict) -> str:
         short = "unknown"
     else:
         short = "yes" if record["beyond_noise"] else "no, within noise"
-    return f"<td class=l title='{_esc(noise_text(record))}'>{short}</td>"
+    return f"<td class=l title='{escape(noise_text(record))}'>{short}</td>"
 
 
 def overload_glance(rows: list[dict]) -> str:
@@ -511,7 +509,7 @@ def overload_glance(rows: list[dict]) -> str:
     one = factors.pop() if len(factors) == 1 else None  # every stack's highest burst the same: said once
     title = f"Under {one:g} × overload, every stack" if one is not None else "Under overload, every stack"
     parts = [f"<h3>{title}</h3><table class=overload-glance><tr><th class=l>model</th><th>batch</th>"
-             + "".join(f"<th class=l>{_esc(s)}</th>" for s in stacks) + "</tr>"]
+             + "".join(f"<th class=l>{escape(s)}</th>" for s in stacks) + "</tr>"]
     for (model, batch), cell in sorted(bursts.items()):
         tds = []
         for stack in stacks:
@@ -522,9 +520,9 @@ def overload_glance(rows: list[dict]) -> str:
             recovery = _recovery_words(bool(r.get("recovered")), number(r.get("recovery_s")), r["overload_class"])
             goodput = number(r.get("goodput_pct"))
             at = "" if one is not None else f" at {number(r.get('overload_factor')) or 0.0:g} ×"
-            tds.append(f"<td class=l><b>{_esc(r['overload_class'])}</b>{at}<br><small>goodput "
+            tds.append(f"<td class=l><b>{escape(r['overload_class'])}</b>{at}<br><small>goodput "
                        f"{'–' if goodput is None else f'{goodput:.0f} %'}, {recovery}</small></td>")
-        parts.append(f"<tr><td class=l>{_esc(model)}</td><td>{batch}</td>{''.join(tds)}</tr>")
+        parts.append(f"<tr><td class=l>{escape(model)}</td><td>{batch}</td>{''.join(tds)}</tr>")
     parts.append("</table>")
     return "".join(parts)
 
@@ -545,15 +543,15 @@ def _change_cell(entry: dict | None, metric: str) -> str:
 
 def changes_table(changes: list[dict], metrics: tuple[str, ...] = ("throughput_rps", "latency_ms_p99")) -> str:
     """The side-by-side table of `tasks.regress.compare.compare_rows` records."""
-    head = "".join(f"<th>{_esc(_label(m))} ({_esc(_unit(m))})</th>" for m in metrics)
+    head = "".join(f"<th>{escape(_label(m))} ({escape(_unit(m))})</th>" for m in metrics)
     parts = [f"<table class=changes><tr><th class=l>cell</th><th class=l>status</th>{head}<th class=l>verdict</th>"
              "<th class=l>notes</th></tr>"]
     for c in changes:
-        status = f"{_esc(c['status_a'] or '–')} → {_esc(c['status_b'] or '–')}"
+        status = f"{escape(c['status_a'] or '–')} → {escape(c['status_b'] or '–')}"
         cells = "".join(_change_cell(c["metrics"].get(m), m) for m in metrics)
-        parts.append(f"<tr><td class=l>{_esc(c['label'])}</td><td class=l>{status}</td>{cells}"
-                     f"<td class='l {_esc(c['verdict'])}'>{_esc(c['verdict'])}</td>"
-                     f"<td class=l>{_esc('; '.join(c['notes']))}</td></tr>")
+        parts.append(f"<tr><td class=l>{escape(c['label'])}</td><td class=l>{status}</td>{cells}"
+                     f"<td class='l {escape(c['verdict'])}'>{escape(c['verdict'])}</td>"
+                     f"<td class=l>{escape('; '.join(c['notes']))}</td></tr>")
     parts.append("</table>")
     return "".join(parts)
 
@@ -583,18 +581,18 @@ def _changes(trend: dict | None, regressions: dict) -> str:
     else:
         on = trend["comparable_on"]
         versions = "; ".join(f"{s} {v}" for s, v in on["versions"]["servers"].items())
-        parts.append(f"<p class=note>Comparable: same suite (<b>{_esc(on['suite'] or 'none')}</b>), same host "
-                     f"(<code>{_esc(on['host'])}</code>), same pipeline version "
-                     f"({_esc(on['versions']['pipeline_version'])}) and server versions ({_esc(versions or '–')}). "
+        parts.append(f"<p class=note>Comparable: same suite (<b>{escape(on['suite'] or 'none')}</b>), same host "
+                     f"(<code>{escape(on['host'])}</code>), same pipeline version "
+                     f"({escape(on['versions']['pipeline_version'])}) and server versions ({escape(versions or '–')}). "
                      "▲/▼: better/worse beyond noise (the rows' 95 % intervals, or 2 CVs, and at least the regression "
                      "check's minimum change).</p>")
         prev = trend.get("previous")
         if prev:
-            parts.append(f"<p>Previous comparable run: <code>{_esc(prev['run_id'])}</code> of "
-                         f"{_esc(str(prev['logical_date'])[:19])} (status {_esc(prev['status'])}, git "
-                         f"<code>{_esc(str(prev['git_sha'])[:12])}</code>).</p>")
+            parts.append(f"<p>Previous comparable run: <code>{escape(prev['run_id'])}</code> of "
+                         f"{escape(str(prev['logical_date'])[:19])} (status {escape(prev['status'])}, git "
+                         f"<code>{escape(str(prev['git_sha'])[:12])}</code>).</p>")
         if trend.get("previous_note"):
-            parts.append(f"<p class=note>{_esc(trend['previous_note'])}.</p>")
+            parts.append(f"<p class=note>{escape(trend['previous_note'])}.</p>")
         changes = trend.get("changes") or []
         if changes:
             changed = [c for c in changes if c["verdict"] != "same"]
@@ -631,9 +629,10 @@ def _side_by_side(regressions: dict) -> str:
             note = "; ".join(r.get("changes") or []) + f" ({r.get('reference_run_id')})"
             if r.get("verdict") == "unconfirmed":
                 note = f"{note}: {r.get('reason')}"
-            parts.append(f"<tr{cls}><td class=l>{_esc(_where(r))}</td><td class=l>{_esc(r['metric'])}</td>"
+            parts.append(f"<tr{cls}><td class=l>{escape(_where(r))}</td><td class=l>{escape(r['metric'])}</td>"
                          f"<td>{ratio}</td><td>{ci}</td><td>{effect}</td><td>{_fmt(pairs)}</td>"
-                         f"<td class=l>{_esc(r.get('verdict'))}</td><td class=l>{_esc(note[:REASON_CHARS])}</td></tr>")
+                         f"<td class=l>{escape(r.get('verdict'))}</td>"
+                         f"<td class=l>{escape(note[:REASON_CHARS])}</td></tr>")
         parts.append("</table>")
     unchanged = [r for r in records if r.get("kind") == "inputs" and r.get("verdict") == "no_change"]
     new = [r for r in records if r.get("kind") == "inputs" and r.get("verdict") == "no_history"]
@@ -646,18 +645,18 @@ def _side_by_side(regressions: dict) -> str:
         noise = ", ".join(f"{m} {100 * v:.1f} %" for m, v in sorted(aa["noise"].items()))
         parts.append(f"<p class=note>Tonight's A/A duet of the control cell (the same inputs on both sides, "
                      f"{len((aa.get('measured') or {}).get('pairs') or [])} pairs): a pair's ratio spreads by "
-                     f"{_esc(noise)} here; the night's duets use it as their noise floor.</p>")
+                     f"{escape(noise)} here; the night's duets use it as their noise floor.</p>")
     environment = [r for r in records if r.get("kind") == "environment" and r.get("verdict") == "environment"]
     control = regressions.get("control") or {}
     drift = (control.get("drift") or {}).get("throughput_rps") or {}
     if environment:
         moved = ", ".join(f"{r['metric']} {r['change_pct']:+.1f} %" for r in environment
                           if r.get("change_pct") is not None)
-        parts.append(f"<p class=bad>The environment moved: the control cell {_esc(str(control.get('name')))} "
-                     f"changed beyond its noise against its own history ({_esc(moved)}). That is the host "
+        parts.append(f"<p class=bad>The environment moved: the control cell {escape(str(control.get('name')))} "
+                     f"changed beyond its noise against its own history ({escape(moved)}). That is the host "
                      "(kernel, driver, neighbours), not a stack.</p>")
     elif drift.get("change_pct") is not None:
-        parts.append(f"<p>Control cell {_esc(str(control.get('name')))}: throughput {drift['change_pct']:+.1f} % "
+        parts.append(f"<p>Control cell {escape(str(control.get('name')))}: throughput {drift['change_pct']:+.1f} % "
                      "against its own history, within its noise (the host's drift).</p>")
     return "".join(parts)
 
@@ -673,9 +672,9 @@ def _planned_cells(plan: dict | None, rows: list[dict]) -> str:
             found = rows_of(Cell.from_dict(cell), rows)
             statuses = ", ".join(f"{s} {sum(r['status'] == s for r in found)}"
                                  for s in sorted({r["status"] for r in found}))
-            parts.append(f"<tr><td class=l><code>{_esc(cell['cell_id'])}</code></td>"
-                         f"<td class=l>{_esc(cell.get('protocol') or '')}</td><td>{len(found)}</td>"
-                         f"<td class=l>{_esc(statuses or 'no row')}</td></tr>")
+            parts.append(f"<tr><td class=l><code>{escape(cell['cell_id'])}</code></td>"
+                         f"<td class=l>{escape(cell.get('protocol') or '')}</td><td>{len(found)}</td>"
+                         f"<td class=l>{escape(statuses or 'no row')}</td></tr>")
     parts.append("</table>")
     return "".join(parts)
 
@@ -691,9 +690,9 @@ def _failures(rows: list[dict]) -> str:
     for r in bad:
         label = (f"{r['model']}/{r['format']}/{r['server']} {row_wire(r)} b{r.get('batch_size')} "
                  f"{_load_text(r['mode'], r['load'])}")
-        reason = _esc(str(r.get("reason") or "")[:REASON_CHARS])
-        parts.append(f"<tr><td class=l>{_esc(label)}</td><td class=l><span class={_esc(r['status'])}>"
-                     f"{_esc(r['status'])}</span></td><td class=l><pre>{reason}</pre></td></tr>")
+        reason = escape(str(r.get("reason") or "")[:REASON_CHARS])
+        parts.append(f"<tr><td class=l>{escape(label)}</td><td class=l><span class={escape(r['status'])}>"
+                     f"{escape(r['status'])}</span></td><td class=l><pre>{reason}</pre></td></tr>")
     parts.append("</table>")
     return "".join(parts)
 
@@ -710,8 +709,8 @@ def _checks(parity: list[dict], rows: list[dict]) -> str:
                 err = f"{float(p['max_abs_err']):.3g}"
                 rule = f"max |a-b| ≤ atol {float(p['atol']):g} (rtol {p.get('rtol', '–')})"
             passed = "yes" if p.get("passed") else "<span class=bad>no</span>"
-            parts.append(f"<tr><td class=l>{_esc(p['model'])}</td><td class=l>{_esc(p['format'])}</td>"
-                         f"<td class=l>{_esc(p.get('reference') or '–')}</td><td>{err}</td><td class=l>{rule}</td>"
+            parts.append(f"<tr><td class=l>{escape(p['model'])}</td><td class=l>{escape(p['format'])}</td>"
+                         f"<td class=l>{escape(p.get('reference') or '–')}</td><td>{err}</td><td class=l>{rule}</td>"
                          f"<td class=l>{passed}</td></tr>")
         parts.append("</table>")
     else:
@@ -732,7 +731,8 @@ def _checks(parity: list[dict], rows: list[dict]) -> str:
     for (model, fmt, server), ratios in sorted(sessions.items()):
         worst = max(ratios) if ratios else None
         verdict = "–" if worst is None else ("yes" if worst <= 1 else "<span class=bad>no</span>")
-        parts.append(f"<tr><td class=l>{_esc(model)}</td><td class=l>{_esc(fmt)}</td><td class=l>{_esc(server)}</td>"
+        parts.append(f"<tr><td class=l>{escape(model)}</td><td class=l>{escape(fmt)}</td>"
+                     f"<td class=l>{escape(server)}</td>"
                      f"<td>{'–' if worst is None else format_value(worst)}</td><td class=l>{verdict}</td></tr>")
     parts.append("</table>")
     return "".join(parts)
@@ -741,7 +741,7 @@ def _checks(parity: list[dict], rows: list[dict]) -> str:
 def _validation(validation: dict) -> str:
     failed = validation.get("failed_expectations") or []
     verdict = "passed" if validation.get("success") else "<span class=bad>failed</span>"
-    items = "".join(f"<li class=bad>{_esc(f)}</li>" for f in failed)
+    items = "".join(f"<li class=bad>{escape(f)}</li>" for f in failed)
     return f"<h2 id=validation>Validation</h2><p>Great Expectations: {verdict}.</p>" + (f"<ul>{items}</ul>" if items
                                                                                         else "")
 
@@ -758,7 +758,7 @@ def _provenance(run: dict, rows: list[dict], suite: str | None) -> str:
                       f" × {host.get('cpu_count', first.get('cpu_count'))}, GPU {host.get('gpu_name')}"
                       f" (driver {host.get('gpu_driver')})")]
     parts = ["<h2 id=provenance>Provenance</h2><table>"]
-    parts += [f"<tr><th class=l>{_esc(k)}</th><td class=l>{_esc(v)}</td></tr>" for k, v in items]
+    parts += [f"<tr><th class=l>{escape(k)}</th><td class=l>{escape(v)}</td></tr>" for k, v in items]
     parts.append("</table><table><tr><th class=l>stack</th><th class=l>server version</th><th class=l>runtime image"
                  "</th><th class=l>image kind</th><th class=l>engine</th><th class=l>protocol</th>"
                  "<th class=l>config</th><th class=l>CPUs</th><th class=l>memory</th></tr>")
@@ -766,7 +766,7 @@ def _provenance(run: dict, rows: list[dict], suite: str | None) -> str:
               "server_cpus", "server_memory")
     seen = sorted({(stack_of(r), *[str(r.get(f) or "–") for f in fields]) for r in rows})
     for entry in seen:
-        parts.append("<tr>" + "".join(f"<td class=l>{_esc(v)}</td>" for v in entry) + "</tr>")
+        parts.append("<tr>" + "".join(f"<td class=l>{escape(v)}</td>" for v in entry) + "</tr>")
     parts.append("</table>")
     findings = prov.get("host_check") or []
     if findings:
@@ -775,13 +775,13 @@ def _provenance(run: dict, rows: list[dict], suite: str | None) -> str:
                      "<th class=l>what it does to the numbers</th></tr>")
         for f in findings:
             cls = " class=bad" if f.get("severity") in ("warning", "refused") else ""
-            parts.append(f"<tr><td class=l><span{cls}>{_esc(f.get('severity'))}</span></td>"
-                         f"<td class=l>{_esc(f.get('name'))}</td><td class=l>{_esc(f.get('value'))}</td>"
-                         f"<td class=l>{_esc(f.get('effect'))}</td></tr>")
+            parts.append(f"<tr><td class=l><span{cls}>{escape(f.get('severity'))}</span></td>"
+                         f"<td class=l>{escape(f.get('name'))}</td><td class=l>{escape(f.get('value'))}</td>"
+                         f"<td class=l>{escape(f.get('effect'))}</td></tr>")
         parts.append("</table>")
     config = prov.get("config")
     if config:
-        parts.append(f"<h3>Run configuration</h3><pre>{_esc(json.dumps(config, indent=1, sort_keys=True))}</pre>")
+        parts.append(f"<h3>Run configuration</h3><pre>{escape(json.dumps(config, indent=1, sort_keys=True))}</pre>")
     return "".join(parts)
 
 
@@ -804,17 +804,17 @@ def render_report(published: PublishedRun) -> str:
         ("lifecycle", "Lifecycle"), ("features", "Features"), ("changes", "Changes"),
         ("cells", "Cells"), ("failures", "Failures"), ("checks", "Output checks"), ("provenance", "Provenance")))
     parts = [f"<!doctype html><html lang=en><head><meta charset='utf-8'>"
-             f"<title>Serving evaluation {_esc(run['run_id'])}</title><style>{STYLE}</style></head><body>",
-             f"<h1>Serving evaluation — {_esc(str(run['logical_date'])[:10])}</h1>",
-             f"<p>Run <code>{_esc(run['run_id'])}</code>, status <b>{_esc(run['status'])}</b>, suite "
-             f"<b>{_esc(suite or '–')}</b>: {planned} planned cells, {len(rows)} rows ({counts['ok']} ok, "
+             f"<title>Serving evaluation {escape(run['run_id'])}</title><style>{STYLE}</style></head><body>",
+             f"<h1>Serving evaluation — {escape(str(run['logical_date'])[:10])}</h1>",
+             f"<p>Run <code>{escape(run['run_id'])}</code>, status <b>{escape(run['status'])}</b>, suite "
+             f"<b>{escape(suite or '–')}</b>: {planned} planned cells, {len(rows)} rows ({counts['ok']} ok, "
              f"{counts['contended']} contended, {counts['failed']} failed, {counts['skipped']} skipped), validation "
-             f"{verdict}. Host: {_esc(host.get('cpu_model'))} × {_esc(host.get('cpu_count'))}, GPU "
-             f"{_esc(host.get('gpu_name'))}. {contention_summary(rows)}</p>",
+             f"{verdict}. Host: {escape(host.get('cpu_model'))} × {escape(host.get('cpu_count'))}, GPU "
+             f"{escape(host.get('gpu_name'))}. {contention_summary(rows)}</p>",
              f"<nav>{nav}</nav>", _recommendation(headline, config.get("p99_bound_ms"))]
     for model in models:
         model_rows = [r for r in headline if str(r["model"]) == model]
-        parts.append(f"<section id='model-{_esc(model)}'><h2>{_esc(model)}</h2>"
+        parts.append(f"<section id='model-{escape(model)}'><h2>{escape(model)}</h2>"
                      f"{_model_plots(model, model_rows, config.get('p99_bound_ms'))}"
                      f"{cost_table(model_rows, config.get('p99_bound_ms'))}"
                      f"{_model_table(model, [r for r in model_rows if not is_overload(r)])}"

@@ -10,10 +10,11 @@ a point shows its values through SVG's own `<title>` (no JavaScript).
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from tasks.report.formatting import escape
 
 # Tableau 10: distinguishable, also in grey-scale print; assigned by series position.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
@@ -103,8 +104,8 @@ def _tick_text(value: float) -> str:
 
 
 def _svg_open(kind: str, title: str, width: int, height: int) -> list[str]:
-    t = html.escape(title)
-    return [f"<svg xmlns='http://www.w3.org/2000/svg' class='plot' data-plot='{html.escape(kind)}' "
+    t = escape(title)
+    return [f"<svg xmlns='http://www.w3.org/2000/svg' class='plot' data-plot='{escape(kind)}' "
             f"width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img' aria-label='{t}' "
             f"font-family='system-ui,sans-serif' font-size='11'>",
             f"<text x='{MARGIN_LEFT_PX}' y='16' font-size='13' font-weight='bold'>{t}</text>"]
@@ -145,7 +146,7 @@ def line_chart(kind: str, title: str, series: Sequence[Series], x_label: str, y_
             x = _num(px(t))
             parts.append(f"<line x1='{x}' y1='{MARGIN_TOP_PX}' x2='{x}' y2='{bottom}' stroke='#eee'/>"
                          f"<text x='{x}' y='{bottom + 14}' text-anchor='middle'>"
-                         f"{html.escape(x_names.get(t, _tick_text(t)))}</text>")
+                         f"{escape(x_names.get(t, _tick_text(t)))}</text>")
     for t in y_axis.ticks:
         if y_axis.lo <= t <= y_axis.hi:
             y = _num(py(t))
@@ -155,19 +156,19 @@ def line_chart(kind: str, title: str, series: Sequence[Series], x_label: str, y_
     x_scale = " (log scale)" if x_axis.log else ""
     y_scale = " (log scale)" if y_axis.log else ""
     parts.append(f"<text x='{_num(MARGIN_LEFT_PX + plot_w / 2)}' y='{HEIGHT_PX - 8}' text-anchor='middle'>"
-                 f"{html.escape(x_label + x_scale)}</text>"
+                 f"{escape(x_label + x_scale)}</text>"
                  f"<text transform='translate(14,{_num(MARGIN_TOP_PX + plot_h / 2)}) rotate(-90)' "
-                 f"text-anchor='middle'>{html.escape(y_label + y_scale)}</text>")
+                 f"text-anchor='middle'>{escape(y_label + y_scale)}</text>")
     for i, s in enumerate(drawn):
         color, dash = PALETTE[i % len(PALETTE)], DASHES[(i // len(PALETTE)) % len(DASHES)]
-        name = html.escape(s.name)
+        name = escape(s.name)
         coords = " ".join(f"{_num(px(x))},{_num(py(y))}" for x, y in s.points)
         dash_attr = f" stroke-dasharray='{dash}'" if dash else ""
         parts.append(f"<g class='series' data-series='{name}'><polyline points='{coords}' fill='none' "
                      f"stroke='{color}' stroke-width='2'{dash_attr}/>")
         for j, (x, y) in enumerate(s.points):
             label = f"{s.labels[j]}: " if j < len(s.labels) else ""
-            tip = html.escape(f"{s.name} {label}{format_value(x)} {x_label}, {format_value(y)} {y_label}")
+            tip = escape(f"{s.name} {label}{format_value(x)} {x_label}, {format_value(y)} {y_label}")
             parts.append(f"<circle cx='{_num(px(x))}' cy='{_num(py(y))}' r='3' fill='{color}'>"
                          f"<title>{tip}</title></circle>")
         ly = MARGIN_TOP_PX + 6 + 16 * i
@@ -189,15 +190,15 @@ def bar_chart(kind: str, title: str, bars: Sequence[tuple[str, float]], unit: st
     for i, (label, value) in enumerate(bars):
         y = MARGIN_TOP_PX + i * (bar_h + gap)
         w = max(0.0, value / top * span) if math.isfinite(value) else 0.0
-        text = html.escape(label)
+        text = escape(label)
         parts.append(f"<g class='bar' data-series='{text}'><text x='{label_w - 6}' y='{_num(y + bar_h / 2)}' "
                      f"text-anchor='end' dominant-baseline='middle'>{text}</text>"
                      f"<rect x='{label_w}' y='{y}' width='{_num(w)}' height='{bar_h}' "
                      f"fill='{PALETTE[i % len(PALETTE)]}'><title>{text}: {format_value(value)} "
-                     f"{html.escape(unit)}</title></rect>"
+                     f"{escape(unit)}</title></rect>"
                      f"<text x='{_num(label_w + w + 4)}' y='{_num(y + bar_h / 2)}' dominant-baseline='middle'>"
                      f"{format_value(value)}</text></g>")
-    parts.append(f"<text x='{label_w}' y='{height - 8}'>{html.escape(unit)}</text></svg>")
+    parts.append(f"<text x='{label_w}' y='{height - 8}'>{escape(unit)}</text></svg>")
     return "".join(parts)
 
 
@@ -218,7 +219,7 @@ def stacked_bar_chart(kind: str, title: str, bars: Sequence[tuple[str, Sequence[
     span = width - label_w - 110
     for i, (label, segments, note) in enumerate(bars):
         y = MARGIN_TOP_PX + i * (bar_h + gap)
-        text = html.escape(label)
+        text = escape(label)
         parts.append(f"<g class='bar' data-series='{text}'><text x='{label_w - 6}' y='{_num(y + bar_h / 2)}' "
                      f"text-anchor='end' dominant-baseline='middle'>{text}</text>")
         x = float(label_w)
@@ -226,24 +227,24 @@ def stacked_bar_chart(kind: str, title: str, bars: Sequence[tuple[str, Sequence[
             if not math.isfinite(value) or value <= 0:
                 continue
             w = value / top * span
-            parts.append(f"<rect class='segment' data-segment='{html.escape(name)}' x='{_num(x)}' y='{y}' "
+            parts.append(f"<rect class='segment' data-segment='{escape(name)}' x='{_num(x)}' y='{y}' "
                          f"width='{_num(w)}' height='{bar_h}' fill='{colours[name]}'><title>{text}: "
-                         f"{html.escape(name)} {format_value(value)} {html.escape(unit)}</title></rect>")
+                         f"{escape(name)} {format_value(value)} {escape(unit)}</title></rect>")
             x += w
         marker = markers[i] if i < len(markers) else None
         if marker is not None and math.isfinite(marker) and marker > 0:
             mx = _num(label_w + marker / top * span)
             parts.append(f"<line class='marker' x1='{mx}' y1='{y - 2}' x2='{mx}' y2='{y + bar_h + 2}' stroke='#000' "
-                         f"stroke-width='2'><title>{text}: {format_value(marker)} {html.escape(unit)}</title></line>")
+                         f"stroke-width='2'><title>{text}: {format_value(marker)} {escape(unit)}</title></line>")
         written = f"{format_value(totals[i])} {unit}" if totals[i] else note
         if totals[i] and note:
             written += f" ({note})"
         parts.append(f"<text x='{_num(x + 4)}' y='{_num(y + bar_h / 2)}' dominant-baseline='middle'>"
-                     f"{html.escape(written)}</text></g>")
+                     f"{escape(written)}</text></g>")
     legend_y = MARGIN_TOP_PX + len(bars) * (bar_h + gap) + 8
     for j, name in enumerate(names):
         lx, ly = label_w + (j % 3) * 200, legend_y + 16 * (j // 3)
         parts.append(f"<rect x='{lx}' y='{ly}' width='12' height='12' fill='{colours[name]}'/>"
-                     f"<text x='{lx + 16}' y='{ly + 6}' dominant-baseline='middle'>{html.escape(name)}</text>")
+                     f"<text x='{lx + 16}' y='{ly + 6}' dominant-baseline='middle'>{escape(name)}</text>")
     parts.append("</svg>")
     return "".join(parts)

@@ -12,10 +12,9 @@
 
 from __future__ import annotations
 
-import html
-
 from tasks.core.metrics import METRICS, number
 from tasks.core.results import WIRES, row_protocol
+from tasks.report.formatting import escape
 from tasks.report.plots import format_value, stacked_bar_chart
 from tasks.report.recommend import ok_rows, stack_of
 from tasks.serve.servers import SERVERS
@@ -27,9 +26,6 @@ OUTSIDE = "outside the server"
 UNATTRIBUTED = "not attributed (no server total reported)"
 ENGINE_GAP_MARK_PCT = 20.0  # a stack's best wire this far below its engine in process: its breakdown says why
 
-
-def _esc(value: object) -> str:
-    return html.escape(str(value))
 
 
 def row_wire(row: dict) -> str:
@@ -163,13 +159,13 @@ def _tax_table(records: list[dict]) -> str:
     unit = METRICS["json_tax_pct"].unit
     parts = ["<table class=json-tax><tr><th class=l>stack</th><th>batch</th><th class=l>best wire</th>"
              "<th>best (req/s)</th><th>JSON (req/s)</th>"
-             f"<th>{_esc(METRICS['json_tax_pct'].label)} ({_esc(unit)})</th><th>p50 best / JSON (ms)</th>"
+             f"<th>{escape(METRICS['json_tax_pct'].label)} ({escape(unit)})</th><th>p50 best / JSON (ms)</th>"
              "<th>request best / JSON</th><th>response best / JSON</th></tr>"]
     for r in records:
         tax = "–" if r["json_tax_pct"] is None else f"{r['json_tax_pct']:.0f} %"
         load = "" if r["p50_load"] is None else f" <small>(concurrency {r['p50_load']:g})</small>"
-        parts.append(f"<tr><td class=l>{_esc(r['stack'])}</td><td>{r['batch_size']}</td>"
-                     f"<td class=l>{_esc(r['best_wire'])} <small>({_esc(r['best_protocol'] or '–')})</small></td>"
+        parts.append(f"<tr><td class=l>{escape(r['stack'])}</td><td>{r['batch_size']}</td>"
+                     f"<td class=l>{escape(r['best_wire'])} <small>({escape(r['best_protocol'] or '–')})</small></td>"
                      f"<td>{_ms(r['best_rps'])}</td><td>{_ms(r['json_rps'])}</td><td>{tax}</td>"
                      f"<td>{_ms(r['best_p50_ms'])} / {_ms(r['json_p50_ms'])}{load}</td>"
                      f"<td>{_bytes(r['best_request_bytes'])} / {_bytes(r['json_request_bytes'])}</td>"
@@ -195,7 +191,7 @@ def _engine_ms(row: dict) -> float | None:
 
 
 def _breakdown_table(rows: list[dict]) -> str:
-    head = "".join(f"<th>{_esc(METRICS[k].label)} (ms)</th>" for k in ("server_ms", *(k for k, _ in PARTS),
+    head = "".join(f"<th>{escape(METRICS[k].label)} (ms)</th>" for k in ("server_ms", *(k for k, _ in PARTS),
                                                                         "outside_ms"))
     parts = [f"<table class=breakdown><tr><th class=l>stack</th><th>batch</th><th class=l>wire</th><th>load</th>"
              f"<th>latency mean (ms)</th><th>engine per call (ms)</th>{head}<th class=l>source</th></tr>"]
@@ -206,10 +202,10 @@ def _breakdown_table(rows: list[dict]) -> str:
         cls = " class=bad" if gap is not None and gap > ENGINE_GAP_MARK_PCT and r.get("load") == 1.0 else ""
         cells = "".join(f"<td>{_ms(number(r.get(k)))}</td>" for k in ("server_ms", *(k for k, _ in PARTS),
                                                                        "outside_ms"))
-        parts.append(f"<tr><td class=l>{_esc(stack_of(r))}</td><td>{r.get('batch_size')}</td>"
-                     f"<td class=l>{_esc(row_wire(r))}</td><td>{number(r.get('load')) or 0:g}</td>"
+        parts.append(f"<tr><td class=l>{escape(stack_of(r))}</td><td>{r.get('batch_size')}</td>"
+                     f"<td class=l>{escape(row_wire(r))}</td><td>{number(r.get('load')) or 0:g}</td>"
                      f"<td{cls}>{_ms(number(r.get('latency_ms_mean')))}</td><td>{_ms(engine)}</td>{cells}"
-                     f"<td class=l><small>{_esc(r.get('breakdown_source') or 'none reported')}</small></td></tr>")
+                     f"<td class=l><small>{escape(r.get('breakdown_source') or 'none reported')}</small></td></tr>")
     parts.append("</table>")
     return "".join(parts)
 
@@ -231,7 +227,7 @@ def wires_section(rows: list[dict]) -> str:
     for model in sorted({str(r.get("model")) for r in measured}):
         model_rows = [r for r in measured if str(r.get("model")) == model]
         records = json_tax(model_rows)
-        parts.append(f"<h3>{_esc(model)}</h3>")
+        parts.append(f"<h3>{escape(model)}</h3>")
         if records:
             parts.append(_tax_table(records))
         else:
