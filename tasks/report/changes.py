@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from tasks.report.formatting import cell_value, label, unit
+from tasks.report.formatting import REASON_CHARS, cell_value, label, unit
 from tasks.report.plots import Series, line_chart
 from tasks.report.templating import render
 
-REASON_CHARS = 2000
 CHANGE_METRICS = ("throughput_rps", "latency_ms_p99")
 
 

@@ -7,11 +7,9 @@ from markupsafe import Markup
 
 from tasks.core.metrics import number
 from tasks.plan.cells import Cell, rows_of
-from tasks.report.formatting import format_value, load_text
+from tasks.report.formatting import REASON_CHARS, format_value, load_text
 from tasks.report.templating import render
 from tasks.report.wires import row_wire
-
-REASON_CHARS = 2000
 
 
 def planned_cells_section(plan: dict | None, rows: list[dict]) -> Markup:

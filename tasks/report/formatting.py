@@ -14,6 +14,8 @@ from markupsafe import escape as _markup_escape
 from tasks.core.metrics import METRICS, number
 
 DASH = "–"  # a value the run did not record
+REASON_CHARS = 2000  # of a reason in the failures and regressions tables
+REASON_IN_TABLE_CHARS = 300  # of a reason under a status in a table of rows
 
 
 def escape(value: object) -> str:

@@ -8,7 +8,7 @@ from markupsafe import Markup
 from tasks.core.metrics import METRICS, metrics_where, number
 from tasks.core.results import is_overload
 from tasks.report.contention import host_state_text
-from tasks.report.formatting import bounds_text, cell_value, format_value, label, load_text, unit
+from tasks.report.formatting import REASON_IN_TABLE_CHARS, bounds_text, cell_value, format_value, label, load_text, unit
 from tasks.report.plots import Series, bar_chart, line_chart
 from tasks.report.recommend import (
     bounds_for,
@@ -25,7 +25,6 @@ from tasks.report.wires import row_wire
 REPORT_METRICS = metrics_where("reported")
 MODE_NAMES = {"concurrency": "closed loop", "rate": "open loop"}
 LOAD_NAMES = {"concurrency": "concurrency", "rate": "rate (req/s)"}
-REASON_IN_TABLE_CHARS = 300
 
 
 def _series_name(row: dict, batches: int, modes: int) -> str:

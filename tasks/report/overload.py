@@ -9,12 +9,10 @@ from markupsafe import Markup
 
 from tasks.core.metrics import number
 from tasks.core.results import is_overload
-from tasks.report.formatting import cell_value, format_value
+from tasks.report.formatting import REASON_IN_TABLE_CHARS, cell_value, format_value
 from tasks.report.recommend import stack_of
 from tasks.report.templating import render
 from tasks.report.wires import row_wire
-
-REASON_IN_TABLE_CHARS = 300
 
 
 def recovery_words(recovered: bool, recovery_s: float | None, overload_class: str | None) -> str:

@@ -97,9 +97,9 @@ def render_report(published: PublishedRun) -> str:
     models = sorted({str(r["model"]) for r in headline})
     sections: list[Markup] = [recommendation_section(headline, bound)]
     sections += [model_section(m, [r for r in headline if str(r["model"]) == m], bound) for m in models]
-    sections += [overload_section(headline), Markup(configurations_section(rows, published.tuning)),
-                 Markup(engine_section(rows)), Markup(wires_section(rows)), Markup(lifecycle_section(rows)),
-                 Markup(features_section(rows)), changes_section(published.trend, published.regressions),
+    sections += [overload_section(headline), configurations_section(rows, published.tuning),
+                 engine_section(rows), wires_section(rows), lifecycle_section(rows),
+                 features_section(rows), changes_section(published.trend, published.regressions),
                  planned_cells_section(published.plan, rows), failures_section(rows),
                  checks_section(published.parity, rows), validation_section(published.validation),
                  provenance_section(run, rows, suite)]

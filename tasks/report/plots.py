@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tasks.report.formatting import escape
+from tasks.report.formatting import escape, format_value
 
 # Tableau 10: distinguishable, also in grey-scale print; assigned by series position.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
@@ -37,16 +37,6 @@ def _num(value: float) -> str:
     """A coordinate: 0.1 px, no negative zero."""
     text = f"{value:.1f}"
     return "0.0" if text == "-0.0" else text
-
-
-def format_value(value: float) -> str:
-    """A figure for people: 3 significant digits below 1,000, whole numbers with separators above."""
-    if value == 0:
-        return "0"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    digits = max(0, 2 - math.floor(math.log10(abs(value))))
-    return f"{value:.{digits}f}"
 
 
 def _linear_ticks(lo: float, hi: float) -> list[float]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from tasks.core.metrics import number
-from tasks.report.formatting import bounds_text, cell_value, format_value, load_text, unit
+from tasks.report.formatting import DASH, bounds_text, cell_value, format_value, load_text, unit
 from tasks.report.overload import burst_view, overload_glance
 from tasks.report.recommend import bounds_for, group_by_answer, recommend
 from tasks.report.templating import render
@@ -41,14 +41,14 @@ def _noise_short(record: dict) -> str:
     return "yes" if record["beyond_noise"] else "no, within noise"
 
 
-def _point(point: dict | None) -> dict | None:
+def _point_view(point: dict | None) -> dict | None:
     if point is None:
         return None
     return {"stack": point["stack"], "wire": point.get("wire"), "throughput": cell_value(point["throughput_rps"]),
             "p99": cell_value(point["latency_ms_p99"]), "load": load_text(point["mode"], point["load"])}
 
 
-def _cost(point: dict | None, basis: str | None) -> dict | None:
+def _cost_view(point: dict | None, basis: str | None) -> dict | None:
     """The cheapest point: its stack and wire, its cost on the record's basis, and its core-seconds per 1,000."""
     if point is None or basis is None:
         return None
@@ -60,12 +60,12 @@ def _cost(point: dict | None, basis: str | None) -> dict | None:
 def _cheaper(record: dict) -> dict:
     """How much more the next cheapest stack costs, in % of the cheapest."""
     if record.get("cheapest") is None:
-        return {"text": "–", "than": None}
+        return {"text": DASH, "than": None}
     if record.get("cheapest_runner_up") is None:
         return {"text": "only stack", "than": None}
     margin = record.get("cheapest_margin_pct")
     if margin is None:
-        return {"text": "–", "than": None}
+        return {"text": DASH, "than": None}
     return {"text": f"{margin:.1f} %", "than": record["cheapest_runner_up"]["stack"]}
 
 
@@ -81,14 +81,15 @@ def _ahead(record: dict) -> dict:
     return {"text": f"{margin['value']:+.0f} points of capacity", "than": runner["stack"]}
 
 
-def _answer(record: dict) -> dict:
+def _answer_view(record: dict) -> dict:
     margin = "only stack" if record["runner_up"] is None else (
         f"+{record['margin_pct']:.1f} %" if record["margin_pct"] is not None else "–")
     top = record.get("degrades_best")
     return {"model": record["model"], "batch": record["batch_size"], "bounds": bounds_text(record["bounds"]),
-            "stacks": record["stacks"], "best": _point(record["best"]), "runner_up": _point(record["runner_up"]),
+            "stacks": record["stacks"], "best": _point_view(record["best"]),
+            "runner_up": _point_view(record["runner_up"]),
             "margin": margin, "noise": _noise_short(record), "noise_text": noise_text(record),
-            "cheapest": _cost(record.get("cheapest"), record.get("cost_basis")), "cheaper": _cheaper(record),
+            "cheapest": _cost_view(record.get("cheapest"), record.get("cost_basis")), "cheaper": _cheaper(record),
             "degrades": None if top is None else burst_view(top), "ahead": None if top is None else _ahead(record),
             "caveats": "; ".join(record["caveats"])}
 
@@ -97,6 +98,6 @@ def recommendation_section(rows: list[dict], p99_bound_ms: float | None = None) 
     """The section: its table of answers (the explanation after it: the first screen shows the answers)."""
     records = group_by_answer(recommend(rows, bounds_for(p99_bound_ms)))
     run_bound = None if number(p99_bound_ms) is None else f"{p99_bound_ms:,g}"
-    return render("recommendation.html", answers=[_answer(r) for r in records], run_bound=run_bound,
+    return render("recommendation.html", answers=[_answer_view(r) for r in records], run_bound=run_bound,
                   overload=any(r.get("degrades_best") for r in records),
                   glance=overload_glance(rows) if records else Markup(""))

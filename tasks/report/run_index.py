@@ -49,7 +49,7 @@ def _schema(manifest: dict) -> tuple[int, ...]:
         return (0,)
 
 
-def run_suite(store: S3Store, manifest: dict) -> str | None:
+def stored_suite(store: S3Store, manifest: dict) -> str | None:
     """The evaluation suite of a run: recorded in its provenance, else in its results (schema 1.3 and later)."""
     suite = ((manifest.get("provenance") or {}).get("config") or {}).get("suite")
     if suite:
@@ -77,7 +77,7 @@ def summarize(store: S3Store, manifest: dict) -> RunSummary:
     relative = manifest["prefix"].removeprefix(f"{store.key()}/")
     return RunSummary(
         run_id=manifest["run_id"], logical_date=manifest["logical_date"], status=manifest["status"],
-        published_at=manifest.get("published_at", ""), suite=run_suite(store, manifest),
+        published_at=manifest.get("published_at", ""), suite=stored_suite(store, manifest),
         regressions=run_regressions(store, manifest),
         report_path=f"{relative}/report.html" if "report.html" in names else None)
 
