@@ -45,9 +45,9 @@ def _trend_plots(trend: dict) -> list[Markup]:
             points = tuple((float(i), n["models"][model][key]) for i, n in seen)
             labels = tuple(f"{n['run_id']} ({n['models'][model][stack_key]})" for _, n in seen)
             what = "best throughput" if metric == "throughput_rps" else "best p99"
-            plots.append(Markup(line_chart(f"trend-{metric}", f"{model}: {what} of any stack, last {len(nights)} runs",
-                                           [Series(model, points, labels)], "run (logical date)",
-                                           f"{label(metric)} ({unit(metric)})", x_ticks=ticks)))
+            plots.append(line_chart(f"trend-{metric}", f"{model}: {what} of any stack, last {len(nights)} runs",
+                                    [Series(model, points, labels)], "run (logical date)",
+                                    f"{label(metric)} ({unit(metric)})", x_ticks=ticks))
     return plots
 
 

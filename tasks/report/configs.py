@@ -83,8 +83,8 @@ def _scaling(model: str, scaling: dict[str, dict]) -> dict | None:
               for stack, points in sorted(scaling.items()) if len(points) > 1]
     return {"counts": counts, "stacks": [(stack, [figure(points.get(n)) for n in counts])
                                          for stack, points in sorted(scaling.items())],
-            "plot": Markup(line_chart("scaling-instances", f"{model}: throughput against instances", series,
-                                      "instances / workers", "throughput (req/s)"))}
+            "plot": line_chart("scaling-instances", f"{model}: throughput against instances", series,
+                               "instances / workers", "throughput (req/s)")}
 
 
 def configurations_section(rows: list[dict], tuning: dict | None) -> Markup:

@@ -1,26 +1,20 @@
-"""How the report writes a value: escaped for HTML, a figure for people, a metric's label and unit, a load point.
+"""How the report writes a value: a figure for people, a table's cell, a size, a metric's label and unit, a load
+point, the p99 bounds of an answer.
 
-Every module of `tasks.report` formats through here, so one value reads the same in every section; the templates
-get the same functions as filters (`tasks.report.templating`). Escaping is markupsafe's, the one Jinja's
-autoescaping applies: a fragment built here and one a template writes escape alike.
+Every module of `tasks.report` formats through here, so one value reads the same in every section, and the
+templates call `label` and `unit` from here (`tasks.report.templating`). The values are plain text: the templates
+escape what they write (Jinja's autoescaping, markupsafe's `escape`), so nothing is escaped here.
 """
 
 from __future__ import annotations
 
 import math
 
-from markupsafe import escape as _markup_escape
-
 from tasks.core.metrics import METRICS, number
 
 DASH = "–"  # a value the run did not record
 REASON_CHARS = 2000  # of a reason in the failures and regressions tables
 REASON_IN_TABLE_CHARS = 300  # of a reason under a status in a table of rows
-
-
-def escape(value: object) -> str:
-    """`value` as HTML text: &, <, >, ' and " escaped (markupsafe's `escape`)."""
-    return str(_markup_escape(value))
 
 
 def format_value(value: float) -> str:

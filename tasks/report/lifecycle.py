@@ -55,9 +55,9 @@ def lifecycle_section(rows: list[dict]) -> Markup:
             if life["idle_rss_mb"] is not None]
     plots = []
     if first:
-        plots.append(Markup(bar_chart("lifecycle-first-correct", "Start to the first correct answer", first,
-                                      METRICS["first_correct_s"].unit)))
+        plots.append(bar_chart("lifecycle-first-correct", "Start to the first correct answer", first,
+                               METRICS["first_correct_s"].unit))
     if idle:
-        plots.append(Markup(bar_chart("lifecycle-idle-memory", "Memory after load-in, before any load", idle,
-                                      METRICS["idle_rss_mb"].unit)))
+        plots.append(bar_chart("lifecycle-idle-memory", "Memory after load-in, before any load", idle,
+                               METRICS["idle_rss_mb"].unit))
     return render("lifecycle.html", lives=lines, heads=heads, plots=plots)

@@ -57,7 +57,7 @@ def _series(rows: list[dict], y_metric: str, x_metric: str | None = None) -> lis
     return out
 
 
-def _plots(model: str, rows: list[dict], p99_bound_ms: float | None) -> list[str]:
+def _plots(model: str, rows: list[dict], p99_bound_ms: float | None) -> list[Markup]:
     thr = f"{label('throughput_rps')} ({unit('throughput_rps')})"
     plots = [line_chart(f"latency-{p}", f"{model}: {label(m)} against throughput", _series(rows, m, "throughput_rps"),
                         thr, f"{label(m)} ({unit(m)})")
@@ -85,12 +85,12 @@ def _plots(model: str, rows: list[dict], p99_bound_ms: float | None) -> list[str
     return plots
 
 
-def _cost_chart(model: str, rows: list[dict], p99_bound_ms: float | None) -> str:
+def _cost_chart(model: str, rows: list[dict], p99_bound_ms: float | None) -> Markup:
     """What a stack costs at the bound: each stack's cheapest ok point with p99 within the run's bound (none: any
     ok point), as the price of a million inferences where the run had prices, else core-seconds per 1,000."""
     costs = cost_at_bound(rows, number(p99_bound_ms))
     if not costs:
-        return ""
+        return Markup("")
     basis = costs[0]["basis"]
     batches = len({c["batch_size"] for c in costs})
     bars = [(c["stack"] + (f" b{c['batch_size']}" if batches > 1 else ""), c[basis]) for c in costs]
@@ -160,5 +160,5 @@ def model_section(model: str, rows: list[dict], p99_bound_ms: float | None) -> M
         (r for r in rows if not is_overload(r)),
         key=lambda r: (str(r["server"]), str(r["format"]), r.get("batch_size") or 0, str(r.get("mode")),
                        number(r.get("load")) or 0.0))]
-    return render("model.html", model=model, plots=[Markup(p) for p in _plots(model, rows, p99_bound_ms)],
+    return render("model.html", model=model, plots=_plots(model, rows, p99_bound_ms),
                   cost_table=cost_table(rows, p99_bound_ms), metrics=REPORT_METRICS, rows=table)

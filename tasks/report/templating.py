@@ -20,10 +20,7 @@ from tasks.report import formatting
 TEMPLATES = Path(__file__).parent / "templates"
 _LAYOUT_BREAK = re.compile(r"(?<=\})\n[ \t]*|\n[ \t]*(?=\{)|(?<=>)\n[ \t]*(?=<)")
 _WORD_BREAK = re.compile(r"\n[ \t]*")
-FILTERS = {"figure": formatting.figure, "cell_value": formatting.cell_value, "size_text": formatting.size_text,
-           "count_or_figure": formatting.count_or_figure, "format_value": formatting.format_value}
-GLOBALS = {"label": formatting.label, "unit": formatting.unit, "load_text": formatting.load_text,
-           "bounds_text": formatting.bounds_text, "DASH": formatting.DASH}
+GLOBALS = {"label": formatting.label, "unit": formatting.unit}  # a metric's name and unit, from METRICS
 
 
 class _LayoutLoader(FileSystemLoader):
@@ -36,7 +33,6 @@ class _LayoutLoader(FileSystemLoader):
 
 _ENVIRONMENT = Environment(loader=_LayoutLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined,
                            keep_trailing_newline=False)
-_ENVIRONMENT.filters.update(FILTERS)
 _ENVIRONMENT.globals.update(GLOBALS)
 
 

@@ -190,8 +190,8 @@ def _breakdown_plot(model: str, picked: list[dict]) -> Markup:
         segments, note = breakdown(r)
         name = f"{stack_of(r)} {row_wire(r)}" + (f" b{r.get('batch_size')}" if r.get("batch_size") != 1 else "")
         bars.append((name, segments, note))
-    return Markup(stacked_bar_chart("breakdown", f"{model}: where a request's time goes (ms, lowest closed-loop load)",
-                                    bars, "ms", markers=[_engine_ms(r) for r in picked]))
+    return stacked_bar_chart("breakdown", f"{model}: where a request's time goes (ms, lowest closed-loop load)",
+                             bars, "ms", markers=[_engine_ms(r) for r in picked])
 
 
 def wires_section(rows: list[dict]) -> Markup:
