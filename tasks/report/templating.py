@@ -1,10 +1,11 @@
-"""The report's templates: Jinja2, autoescaped, loaded from `tasks/report/templates/` beside this module.
+r"""The report's templates: Jinja2, autoescaped, loaded from `tasks/report/templates/` beside this module.
 
 Markup and prose live in the templates; numbers and decisions are made in Python and handed to them. The
 templates are laid out for reading, the page is not: a line break with the indentation after it is dropped between
 two tags (`>` then `<`) and next to a template tag or expression (after `}`, before `{`); anywhere else (prose
-wrapped, a word after a tag) it is one space, as a browser would read it. Stylesheets (`*.css`) are read as they
-are.
+wrapped, a word after a tag) it is one space, as a browser would read it. A space that must stand where a line
+breaks next to a template tag is written `{{ " " }}`, a line break of the page `{{ "\n" }}`. Stylesheets (`*.css`)
+are read as they are.
 """
 
 from __future__ import annotations
@@ -31,8 +32,7 @@ class _LayoutLoader(FileSystemLoader):
         return _WORD_BREAK.sub(" ", _LAYOUT_BREAK.sub("", source.rstrip("\n"))), filename, uptodate
 
 
-_ENVIRONMENT = Environment(loader=_LayoutLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined,
-                           keep_trailing_newline=False)
+_ENVIRONMENT = Environment(loader=_LayoutLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined)
 _ENVIRONMENT.globals.update(GLOBALS)
 
 
