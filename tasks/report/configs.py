@@ -13,17 +13,17 @@
 
 from __future__ import annotations
 
-import html
 import json
 
+from markupsafe import Markup
+
 from tasks.core.metrics import number
-from tasks.report.plots import Series, format_value, line_chart
+from tasks.report.formatting import DASH, figure
+from tasks.report.plots import Series, line_chart
 from tasks.report.recommend import ok_rows, stack_of
+from tasks.report.templating import render
+from tasks.report.wires import ENGINE_GAP_MARK_PCT
 from tasks.serve.knobs import DEFAULT_CONFIG_ID, describe
-
-
-def _esc(value: object) -> str:
-    return html.escape(str(value))
 
 
 def _config_id(row: dict) -> str:
@@ -46,72 +46,72 @@ def _score(rows: list[dict], bound: float | None) -> tuple[float | None, dict | 
     return number(top.get("throughput_rps")), top
 
 
-def configurations_section(rows: list[dict], tuning: dict | None) -> str:
+def _stack_search(model_rows: list[dict], stack: str, search: dict) -> tuple[dict, tuple | None, dict]:
+    """One stack's line of the default-against-tuned table, its ranking entry, and its best throughput per instance
+    count from the search's trials."""
+    bound = search.get("p99_bound_ms")
+    mine = [r for r in model_rows if stack_of(r) == stack]
+    default_score, _ = _score([r for r in mine if _config_id(r) == DEFAULT_CONFIG_ID], bound)
+    best_id = (search.get("best") or {}).get("config_id") or next(
+        (_config_id(r) for r in mine if r.get("best_config") is True), DEFAULT_CONFIG_ID)
+    best_rows = [r for r in mine if _config_id(r) == best_id]
+    best_score, best_row = _score(best_rows, bound)
+    defaults = search.get("defaults") or {}
+    values = json.loads(best_rows[0]["config"]) if best_rows and best_rows[0].get("config") else {}
+    gain = (100.0 * (best_score / default_score - 1)) if best_score and default_score else None
+    line = {"stack": stack, "default": figure(default_score), "tuned": figure(best_score),
+            "gain": DASH if gain is None else f"{gain:+.1f} %",
+            "knobs": describe(values, defaults) if defaults else best_id,
+            "tried": len({_config_id(r) for r in mine}), "bound": figure(bound),
+            "method": search.get("method") or DASH, "stop_reason": search.get("stop_reason") or DASH}
+    ranked = None if best_score is None else (best_score, stack, best_row)
+    points: dict = {}
+    for trial in search.get("trials") or []:
+        instances = (trial.get("config") or {}).get("instances")
+        if instances is not None and trial.get("score_rps") is not None:
+            points[instances] = max(points.get(instances, 0.0), float(trial["score_rps"]))
+    return line, ranked, points
+
+
+def _scaling(model: str, scaling: dict[str, dict]) -> dict | None:
+    """Best throughput by instances/workers per stack: the table and its plot, when a stack tried several."""
+    if not any(len(p) > 1 for p in scaling.values()):
+        return None
+    counts = sorted({n for p in scaling.values() for n in p})
+    series = [Series(stack, tuple(sorted((float(n), s) for n, s in points.items())),
+                     tuple(f"{n} instances" for n in sorted(points)))
+              for stack, points in sorted(scaling.items()) if len(points) > 1]
+    return {"counts": counts, "stacks": [(stack, [figure(points.get(n)) for n in counts])
+                                         for stack, points in sorted(scaling.items())],
+            "plot": line_chart("scaling-instances", f"{model}: throughput against instances", series,
+                               "instances / workers", "throughput (req/s)")}
+
+
+def configurations_section(rows: list[dict], tuning: dict | None) -> Markup:
     """The search's results per model, or "" when the run searched no configuration."""
     searches = (tuning or {}).get("searches") or []
     if not searches and len({_config_id(r) for r in rows}) <= 1:
-        return ""
+        return Markup("")
     by_session = {(s.get("model"), s.get("server"), s.get("format")): s for s in searches}
-    parts = ["<h2 id=configurations>Serving configurations</h2>",
-             "<p class=note>Each stack was measured in every configuration its search tried (the same load points "
-             "each time); a configuration's score is its highest throughput among ok points with p99 within the "
-             "search's bound. The headline figures above use each stack's best configuration.</p>"]
+    models = []
     for model in sorted({str(r.get("model")) for r in rows}):
         model_rows = [r for r in rows if str(r.get("model")) == model]
-        table, ranking, scaling = [], [], {}
+        lines, ranking, scaling = [], [], {}
         for stack in sorted({stack_of(r) for r in model_rows}):
             server, fmt = stack.split("/", 1)
-            search = by_session.get((model, server, fmt)) or {}
-            bound = search.get("p99_bound_ms")
-            mine = [r for r in model_rows if stack_of(r) == stack]
-            default_score, _ = _score([r for r in mine if _config_id(r) == DEFAULT_CONFIG_ID], bound)
-            best_id = (search.get("best") or {}).get("config_id") or next(
-                (_config_id(r) for r in mine if r.get("best_config") is True), DEFAULT_CONFIG_ID)
-            best_rows = [r for r in mine if _config_id(r) == best_id]
-            best_score, best_row = _score(best_rows, bound)
-            defaults = search.get("defaults") or {}
-            values = json.loads(best_rows[0]["config"]) if best_rows and best_rows[0].get("config") else {}
-            gain = (100.0 * (best_score / default_score - 1)) if best_score and default_score else None
-            tried = len({_config_id(r) for r in mine})
-            table.append(f"<tr><td class=l>{_esc(stack)}</td><td>{_fmt(default_score)}</td><td>{_fmt(best_score)}</td>"
-                         f"<td>{'–' if gain is None else f'{gain:+.1f} %'}</td>"
-                         f"<td class=l>{_esc(describe(values, defaults) if defaults else best_id)}</td>"
-                         f"<td>{tried}</td><td>{_fmt(bound)}</td>"
-                         f"<td class=l>{_esc(search.get('method') or '–')}: {_esc(search.get('stop_reason') or '–')}"
-                         f"</td></tr>")
-            if best_score is not None:
-                ranking.append((best_score, stack, best_row))
-            for trial in search.get("trials") or []:
-                instances = (trial.get("config") or {}).get("instances")
-                if instances is not None and trial.get("score_rps") is not None:
-                    points = scaling.setdefault(stack, {})
-                    points[instances] = max(points.get(instances, 0.0), float(trial["score_rps"]))
-        parts.append(f"<h3>{_esc(model)}: default against tuned</h3><table><tr><th class=l>stack</th>"
-                     "<th>default (req/s)</th><th>tuned (req/s)</th><th>gain</th><th class=l>winning knobs</th>"
-                     "<th>configurations</th><th>p99 bound (ms)</th><th class=l>search</th></tr>"
-                     + "".join(table) + "</table>")
-        if ranking:
-            ranked = "".join(f"<li>{_esc(stack)}: {_fmt(score)} req/s (p99 {_fmt(number(row.get('latency_ms_p99')))} "
-                             f"ms)</li>" for score, stack, row in sorted(ranking, key=lambda x: (-x[0], x[1])))
-            parts.append(f"<p>Tuned ranking:</p><ol>{ranked}</ol>")
-        if any(len(p) > 1 for p in scaling.values()):
-            counts = sorted({n for p in scaling.values() for n in p})
-            head = "".join(f"<th>{n}</th>" for n in counts)
-            body = "".join(f"<tr><td class=l>{_esc(stack)}</td>"
-                           + "".join(f"<td>{_fmt(points.get(n))}</td>" for n in counts) + "</tr>"
-                           for stack, points in sorted(scaling.items()))
-            parts.append(f"<p>Best throughput (req/s) by instances/workers, the other knobs as the search had "
-                         f"them:</p><table><tr><th class=l>stack</th>{head}</tr>{body}</table>")
-            series = [Series(stack, tuple(sorted((float(n), s) for n, s in points.items())),
-                             tuple(f"{n} instances" for n in sorted(points)))
-                      for stack, points in sorted(scaling.items()) if len(points) > 1]
-            plot = line_chart("scaling-instances", f"{model}: throughput against instances", series,
-                              "instances / workers", "throughput (req/s)")
-            parts.append(f"<div class=plots>{plot}</div>")
-    return "".join(parts)
+            line, ranked, points = _stack_search(model_rows, stack, by_session.get((model, server, fmt)) or {})
+            lines.append(line)
+            if ranked is not None:
+                ranking.append(ranked)
+            if points:
+                scaling[stack] = points
+        ranked_lines = [{"stack": stack, "score": figure(score), "p99": figure(number(row.get("latency_ms_p99")))}
+                        for score, stack, row in sorted(ranking, key=lambda x: (-x[0], x[1]))]
+        models.append({"model": model, "lines": lines, "ranking": ranked_lines, "scaling": _scaling(model, scaling)})
+    return render("configurations.html", models=models)
 
 
-def engine_section(rows: list[dict]) -> str:
+def engine_section(rows: list[dict]) -> Markup:
     """Stacks next to their engine's own speed in process (concurrency 1, default configuration)."""
     lines = []
     for row in sorted(ok_rows(rows), key=lambda r: (str(r.get("model")), str(r.get("engine")), stack_of(r),
@@ -122,21 +122,10 @@ def engine_section(rows: list[dict]) -> str:
             continue
         served = number(row.get("throughput_rps")) or 0.0
         gap = 100.0 * (1 - served / engine) if engine else None
-        cls = " class=bad" if gap is not None and gap > 20 else ""
-        lines.append(f"<tr><td class=l>{_esc(row.get('model'))}</td><td class=l>{_esc(row.get('engine'))}</td>"
-                     f"<td class=l>{_esc(stack_of(row))}</td><td class=l>{_esc(row.get('wire') or '–')}</td>"
-                     f"<td>{row.get('batch_size')}</td><td>{_fmt(engine)}</td>"
-                     f"<td>{_fmt(served)}</td><td{cls}>{'–' if gap is None else f'{gap:.0f} %'}</td></tr>")
+        lines.append({"model": row.get("model"), "engine": row.get("engine"), "stack": stack_of(row),
+                      "wire": row.get("wire") or DASH, "batch": row.get("batch_size"), "in_process": figure(engine),
+                      "served": figure(served), "gap": DASH if gap is None else f"{gap:.0f} %",
+                      "marked": gap is not None and gap > ENGINE_GAP_MARK_PCT})
     if not lines:
-        return ""
-    return ("<h2 id=engines>Engines against the stacks that serve them</h2><p class=note>The engine's own speed: the "
-            "artifact run in process, one call after another, with the server's threads on the server's CPUs. A "
-            "stack at concurrency 1 does the same work plus serving it (protocol, encoding, queues); the gap is "
-            "that overhead (over 20 % is marked; the wires section says where its time goes).</p><table><tr>"
-            "<th class=l>model</th><th class=l>engine</th><th class=l>stack</th><th class=l>wire</th><th>batch</th>"
-            "<th>in process (calls/s)</th><th>served at concurrency 1 (req/s)"
-            "</th><th>gap</th></tr>" + "".join(lines) + "</table>")
-
-
-def _fmt(value: float | None) -> str:
-    return "–" if value is None else format_value(float(value))
+        return Markup("")
+    return render("engines.html", lines=lines, mark_pct=f"{ENGINE_GAP_MARK_PCT:.0f}")

@@ -4,17 +4,16 @@ out), then the lines of configuration and code the project writes to serve the m
 
 from __future__ import annotations
 
-import html
 import json
 
+from markupsafe import Markup
+
 from tasks.core.metrics import number
+from tasks.report.templating import render
 from tasks.serve.capabilities import CAPABILITIES
 
 PASSED, FAILED = "passed", "failed"
 
-
-def _esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _session(row: dict) -> str:
@@ -53,65 +52,41 @@ def stack_features(rows: list[dict]) -> dict[str, dict]:
     return {server: entry for server, entry in out.items() if entry["capabilities"] or entry["lines"]}
 
 
-def _capability_cell(check: dict | None) -> str:
+def _capability(check: dict | None) -> dict | None:
+    """What a stack's cell of a capability says: offered or not, probed, a finding, with its evidence on hover."""
     if check is None:
-        return "<td class=l>–</td>"
-    offered = "yes" if check["declared"] else "no"
+        return None
     title = f"{check.get('how') or ''}" + (f" — probe: {check['probe']}" if check.get("probe") else "") + \
         (f" — {check['evidence']}" if check.get("evidence") else "")
-    if check["result"] == FAILED and check["declared"]:
-        where = ", ".join(check["failed_in"])
-        return (f"<td class='l bad' title='{_esc(title)}'>{offered}, <b>finding</b>: its probe failed in "
-                f"{_esc(where)}<br><small>{_esc(check.get('evidence') or '')}</small></td>")
-    if not check["declared"]:
-        return f"<td class='l' title='{_esc(title)}'>no</td>"
-    probed = {"passed": "probed ✓", "failed": "probe failed"}.get(str(check["result"]), "not probed")
-    cls = " better" if check["result"] == PASSED else ""
-    return f"<td class='l{cls}' title='{_esc(title)}'>{offered}<br><small>{probed}</small></td>"
+    finding = check["result"] == FAILED and check["declared"]
+    return {"declared": bool(check["declared"]), "title": title, "finding": finding,
+            "failed_in": ", ".join(check["failed_in"]), "evidence": check.get("evidence") or "",
+            "probed": {"passed": "probed ✓", "failed": "probe failed"}.get(str(check["result"]), "not probed"),
+            "passed": check["result"] == PASSED}
 
 
-def _lines_cell(lines: dict[str, tuple[int, int]], index: int) -> str:
-    if not lines:
-        return "<td>–</td>"
+def _lines(lines: dict[str, tuple[int, int]], index: int) -> list[tuple[str | None, int]]:
+    """A stack's lines of configuration (index 0) or code (1): one number when every format has the same, else one
+    per format."""
     values = {fmt: counts[index] for fmt, counts in sorted(lines.items())}
     if len(set(values.values())) == 1:
-        return f"<td>{next(iter(values.values()))}</td>"
-    return "<td>" + "<br>".join(f"{_esc(fmt)} {value}" for fmt, value in values.items()) + "</td>"
+        return [(None, next(iter(values.values())))]
+    return list(values.items())
 
 
-def features_section(rows: list[dict]) -> str:
+def features_section(rows: list[dict]) -> Markup:
     """The section: the table and the findings, or a line saying the run recorded none."""
-    parts = ["<h2 id=features>Features and ease of use</h2>",
-             "<p class=note>What each stack can do as this project deploys it, declared next to its knobs "
-             "(<code>tasks/serve/servers/</code>), and what the probe of its live server found before any load: "
-             "<i>probed ✓</i> the live server showed it (hover for the evidence), <i>not probed</i> nothing on it "
-             "could (a serving option, or a deployment this run does not make), a <b>finding</b> a declared "
-             "capability whose probe failed (a finding never fails a cell: it is about the stack, not the figures). "
-             "Lines: the non-blank, non-comment lines of configuration and code the project writes to serve the "
-             "model on the stack (the generated model layout and the runtime's handler or service code; "
-             "command-line flags and Dockerfiles not counted).</p>"]
     stacks = stack_features([r for r in rows if r.get("role") != "control"])
-    if not stacks:
-        return "".join(parts) + "<p>This run recorded no capabilities (its rows predate schema 1.6).</p>"
     servers = sorted(stacks)
     names = list(CAPABILITIES) + sorted({n for s in stacks.values() for n in s["capabilities"]} - set(CAPABILITIES))
-    parts.append("<table class=features><tr><th class=l></th>" + "".join(f"<th class=l>{_esc(s)}</th>" for s in servers)
-                 + "</tr>")
-    for name in names:
-        cells = "".join(_capability_cell(stacks[s]["capabilities"].get(name)) for s in servers)
-        parts.append(f"<tr data-capability='{_esc(name)}'><th class=l>{_esc(CAPABILITIES.get(name, name))}</th>"
-                     f"{cells}</tr>")
-    for index, label in ((0, "lines of configuration"), (1, "lines of code")):
-        parts.append(f"<tr><th class=l>{label}</th>" + "".join(_lines_cell(stacks[s]["lines"], index)
-                                                                for s in servers) + "</tr>")
-    findings = [(s, n, c) for s in servers for n, c in stacks[s]["capabilities"].items()
+    capabilities = [{"name": name, "label": CAPABILITIES.get(name, name),
+                     "cells": [_capability(stacks[s]["capabilities"].get(name)) for s in servers]} for name in names]
+    lines = [(text, [_lines(stacks[s]["lines"], index) for s in servers])
+             for index, text in ((0, "lines of configuration"), (1, "lines of code"))]
+    findings = [{"server": s, "capability": CAPABILITIES.get(n, n), "probe": c["probe"],
+                 "failed_in": ", ".join(c["failed_in"]), "evidence": c["evidence"]}
+                for s in servers for n, c in stacks[s]["capabilities"].items()
                 if c["declared"] and c["result"] == FAILED]
-    parts.append("<tr><th class=l>findings</th>" + "".join(
-        f"<td class='{'bad' if any(f[0] == s for f in findings) else ''}'>"
-        f"{sum(f[0] == s for f in findings)}</td>" for s in servers) + "</tr></table>")
-    if findings:
-        parts.append(f"<h3>Findings ({len(findings)})</h3><ul>" + "".join(
-            f"<li class=bad>{_esc(s)}: {_esc(CAPABILITIES.get(n, n))} is declared but its probe ({_esc(c['probe'])}) "
-            f"failed in {_esc(', '.join(c['failed_in']))}: {_esc(c['evidence'])}</li>" for s, n, c in findings)
-            + "</ul>")
-    return "".join(parts)
+    counts = [sum(f["server"] == s for f in findings) for s in servers]
+    return render("features.html", servers=servers, capabilities=capabilities, lines=lines, counts=counts,
+                  findings=findings)

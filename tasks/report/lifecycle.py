@@ -4,28 +4,18 @@ size of what it runs from; with bar charts of the time to the first correct answ
 
 from __future__ import annotations
 
-import html
+from markupsafe import Markup
 
 from tasks.core.metrics import METRICS, number
-from tasks.report.plots import bar_chart, format_value
+from tasks.report.formatting import DASH, count_or_figure
+from tasks.report.plots import bar_chart
 from tasks.report.recommend import stack_of
+from tasks.report.templating import render
 
 LIFE_FIGURES = ("startup_s", "first_correct_s", "idle_rss_mb", "session_rss_peak_mb", "rss_growth_mb",
                 "server_processes", "server_threads", "runtime_size_mb")
 HEADINGS = {"server_processes": "processes", "server_threads": "threads"}
 
-
-def _esc(value: object) -> str:
-    return html.escape(str(value))
-
-
-def _fmt(value: object) -> str:
-    figure = number(value)
-    if figure is None:
-        return "–"
-    if isinstance(value, int) or abs(figure) >= 100:
-        return f"{figure:,.0f}"
-    return format_value(figure)
 
 
 def server_lives(rows: list[dict]) -> list[dict]:
@@ -51,33 +41,18 @@ def _figure(value: object) -> float | int | None:
     return int(figure) if figure is not None and isinstance(value, int) else figure
 
 
-def lifecycle_section(rows: list[dict]) -> str:
+def lifecycle_section(rows: list[dict]) -> Markup:
     """The section, or a line saying the run recorded none."""
-    parts = ["<h2 id=lifecycle>How each stack lives</h2>",
-             "<p class=note>Per server life (a start, its load points, its stop): from the start to its first ready "
-             "answer, and to the first answer that passed the served-output check (its first request sent once it "
-             "is ready: the difference is the first inference's own cost); its memory after load-in and the check, "
-             "before any load (summed over its process tree; a container's as <code>docker stats</code> counts it); "
-             "its highest memory over the life; what it kept from its load (the memory read after its last point "
-             "less after its first, the server idle both times); its processes and threads after load-in; and the "
-             "size of what it runs from (the image on the engine, or the runtime venv on disk).</p>"]
     lives = server_lives(rows)
-    if not lives:
-        return "".join(parts) + "<p>This run recorded no lifecycle figures (its rows predate schema 1.6).</p>"
-    head = "".join(f"<th>{_esc(HEADINGS.get(f) or METRICS[f].label)}"
-                   f"{'' if f in HEADINGS else f'<br>({_esc(METRICS[f].unit)})'}</th>" for f in LIFE_FIGURES)
-    parts.append(f"<table class=lifecycle><tr><th class=l>model</th><th class=l>stack</th><th class=l>launcher</th>"
-                 f"<th class=l>config</th>{head}</tr>")
-    for life in lives:
-        role = " (control)" if life["role"] == "control" else ""
-        parts.append(f"<tr><td class=l>{_esc(life['model'])}</td><td class=l>{_esc(life['stack'])}{role}</td>"
-                     f"<td class=l>{_esc(life['launcher'])}</td><td class=l>{_esc(life['config_id'] or '–')}</td>"
-                     + "".join(f"<td>{_fmt(life[f])}</td>" for f in LIFE_FIGURES) + "</tr>")
-    parts.append("</table>")
-    first = [(f"{life['model']} {life['stack']}", life["first_correct_s"]) for life in lives
-             if life["first_correct_s"] is not None and life["role"] != "control"]
-    idle = [(f"{life['model']} {life['stack']}", life["idle_rss_mb"]) for life in lives
-            if life["idle_rss_mb"] is not None and life["role"] != "control"]
+    lines = [{"model": life["model"], "stack": life["stack"], "control": life["role"] == "control",
+              "launcher": life["launcher"], "config_id": life["config_id"] or DASH,
+              "figures": [count_or_figure(life[f]) for f in LIFE_FIGURES]} for life in lives]
+    heads = [(HEADINGS.get(f) or METRICS[f].label, None if f in HEADINGS else METRICS[f].unit) for f in LIFE_FIGURES]
+    measured = [life for life in lives if life["role"] != "control"]
+    first = [(f"{life['model']} {life['stack']}", life["first_correct_s"]) for life in measured
+             if life["first_correct_s"] is not None]
+    idle = [(f"{life['model']} {life['stack']}", life["idle_rss_mb"]) for life in measured
+            if life["idle_rss_mb"] is not None]
     plots = []
     if first:
         plots.append(bar_chart("lifecycle-first-correct", "Start to the first correct answer", first,
@@ -85,4 +60,4 @@ def lifecycle_section(rows: list[dict]) -> str:
     if idle:
         plots.append(bar_chart("lifecycle-idle-memory", "Memory after load-in, before any load", idle,
                                METRICS["idle_rss_mb"].unit))
-    return "".join(parts) + (f"<div class=plots>{''.join(plots)}</div>" if plots else "")
+    return render("lifecycle.html", lives=lines, heads=heads, plots=plots)

@@ -10,10 +10,14 @@ a point shows its values through SVG's own `<title>` (no JavaScript).
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from tasks.report.formatting import format_value
+from tasks.report.templating import render
 
 # Tableau 10: distinguishable, also in grey-scale print; assigned by series position.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
@@ -36,16 +40,6 @@ def _num(value: float) -> str:
     """A coordinate: 0.1 px, no negative zero."""
     text = f"{value:.1f}"
     return "0.0" if text == "-0.0" else text
-
-
-def format_value(value: float) -> str:
-    """A figure for people: 3 significant digits below 1,000, whole numbers with separators above."""
-    if value == 0:
-        return "0"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    digits = max(0, 2 - math.floor(math.log10(abs(value))))
-    return f"{value:.{digits}f}"
 
 
 def _linear_ticks(lo: float, hi: float) -> list[float]:
@@ -102,23 +96,23 @@ def _tick_text(value: float) -> str:
     return f"{value:.6g}"
 
 
-def _svg_open(kind: str, title: str, width: int, height: int) -> list[str]:
-    t = html.escape(title)
-    return [f"<svg xmlns='http://www.w3.org/2000/svg' class='plot' data-plot='{html.escape(kind)}' "
-            f"width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img' aria-label='{t}' "
-            f"font-family='system-ui,sans-serif' font-size='11'>",
-            f"<text x='{MARGIN_LEFT_PX}' y='16' font-size='13' font-weight='bold'>{t}</text>"]
+def _frame(kind: str, title: str, width: int, height: int) -> dict:
+    """What every plot's template opens with: its kind, title and size, and the plot area's edges."""
+    plot_w = WIDTH_PX - MARGIN_LEFT_PX - MARGIN_RIGHT_PX
+    plot_h = HEIGHT_PX - MARGIN_TOP_PX - MARGIN_BOTTOM_PX
+    return {"kind": kind, "title": title, "width": width, "height": height, "left": MARGIN_LEFT_PX,
+            "top": MARGIN_TOP_PX, "plot_w": plot_w, "plot_h": plot_h, "bottom": MARGIN_TOP_PX + plot_h,
+            "right": MARGIN_LEFT_PX + plot_w, "middle": height // 2}
 
 
 def line_chart(kind: str, title: str, series: Sequence[Series], x_label: str, y_label: str,
-               x_ticks: Sequence[tuple[float, str]] | None = None, zero_y: bool = True) -> str:
+               x_ticks: Sequence[tuple[float, str]] | None = None, zero_y: bool = True) -> Markup:
     """Lines with point markers, one per series, legend on the right. `kind` names the plot (data-plot)
     for tests and styles; `x_ticks` replaces the x axis' numbers with labels (e.g. dates at 0, 1, 2...)."""
+    plot = _frame(kind, title, WIDTH_PX, HEIGHT_PX)
     drawn = [s for s in series if s.points]
-    parts = _svg_open(kind, title, WIDTH_PX, HEIGHT_PX)
     if not drawn:
-        parts.append(f"<text x='{MARGIN_LEFT_PX}' y='{HEIGHT_PX // 2}' fill='#888'>no points to draw</text></svg>")
-        return "".join(parts)
+        return render("line_chart.svg", plot=plot, series=[])
     xs = [x for s in drawn for x, _ in s.points]
     ys = [y for s in drawn for _, y in s.points]
     if x_ticks:
@@ -127,123 +121,94 @@ def line_chart(kind: str, title: str, series: Sequence[Series], x_label: str, y_
     else:
         x_axis = Axis.fit(xs)
     y_axis = Axis.fit(ys, zero=zero_y)
-    plot_w = WIDTH_PX - MARGIN_LEFT_PX - MARGIN_RIGHT_PX
-    plot_h = HEIGHT_PX - MARGIN_TOP_PX - MARGIN_BOTTOM_PX
 
     def px(x: float) -> float:
-        return MARGIN_LEFT_PX + x_axis.frac(x) * plot_w
+        return MARGIN_LEFT_PX + x_axis.frac(x) * plot["plot_w"]
 
     def py(y: float) -> float:
-        return MARGIN_TOP_PX + (1 - y_axis.frac(y)) * plot_h
+        return MARGIN_TOP_PX + (1 - y_axis.frac(y)) * plot["plot_h"]
 
-    bottom, right = MARGIN_TOP_PX + plot_h, MARGIN_LEFT_PX + plot_w
-    parts.append(f"<rect x='{MARGIN_LEFT_PX}' y='{MARGIN_TOP_PX}' width='{plot_w}' height='{plot_h}' "
-                 "fill='none' stroke='#999'/>")
     x_names = dict(x_ticks or ())
-    for t in x_axis.ticks:
-        if x_axis.lo <= t <= x_axis.hi:
-            x = _num(px(t))
-            parts.append(f"<line x1='{x}' y1='{MARGIN_TOP_PX}' x2='{x}' y2='{bottom}' stroke='#eee'/>"
-                         f"<text x='{x}' y='{bottom + 14}' text-anchor='middle'>"
-                         f"{html.escape(x_names.get(t, _tick_text(t)))}</text>")
-    for t in y_axis.ticks:
-        if y_axis.lo <= t <= y_axis.hi:
-            y = _num(py(t))
-            parts.append(f"<line x1='{MARGIN_LEFT_PX}' y1='{y}' x2='{right}' y2='{y}' stroke='#eee'/>"
-                         f"<text x='{MARGIN_LEFT_PX - 4}' y='{y}' text-anchor='end' dominant-baseline='middle'>"
-                         f"{_tick_text(t)}</text>")
-    x_scale = " (log scale)" if x_axis.log else ""
-    y_scale = " (log scale)" if y_axis.log else ""
-    parts.append(f"<text x='{_num(MARGIN_LEFT_PX + plot_w / 2)}' y='{HEIGHT_PX - 8}' text-anchor='middle'>"
-                 f"{html.escape(x_label + x_scale)}</text>"
-                 f"<text transform='translate(14,{_num(MARGIN_TOP_PX + plot_h / 2)}) rotate(-90)' "
-                 f"text-anchor='middle'>{html.escape(y_label + y_scale)}</text>")
+    lines = []
     for i, s in enumerate(drawn):
-        color, dash = PALETTE[i % len(PALETTE)], DASHES[(i // len(PALETTE)) % len(DASHES)]
-        name = html.escape(s.name)
-        coords = " ".join(f"{_num(px(x))},{_num(py(y))}" for x, y in s.points)
-        dash_attr = f" stroke-dasharray='{dash}'" if dash else ""
-        parts.append(f"<g class='series' data-series='{name}'><polyline points='{coords}' fill='none' "
-                     f"stroke='{color}' stroke-width='2'{dash_attr}/>")
+        points = []
         for j, (x, y) in enumerate(s.points):
-            label = f"{s.labels[j]}: " if j < len(s.labels) else ""
-            tip = html.escape(f"{s.name} {label}{format_value(x)} {x_label}, {format_value(y)} {y_label}")
-            parts.append(f"<circle cx='{_num(px(x))}' cy='{_num(py(y))}' r='3' fill='{color}'>"
-                         f"<title>{tip}</title></circle>")
-        ly = MARGIN_TOP_PX + 6 + 16 * i
-        parts.append(f"<line x1='{right + 10}' y1='{ly}' x2='{right + 30}' y2='{ly}' stroke='{color}' "
-                     f"stroke-width='2'{dash_attr}/><text x='{right + 35}' y='{ly}' dominant-baseline='middle'>"
-                     f"{name}</text></g>")
-    parts.append("</svg>")
-    return "".join(parts)
+            at = f"{s.labels[j]}: " if j < len(s.labels) else ""
+            points.append((_num(px(x)), _num(py(y)),
+                           f"{s.name} {at}{format_value(x)} {x_label}, {format_value(y)} {y_label}"))
+        lines.append({"name": s.name, "color": PALETTE[i % len(PALETTE)],
+                      "dash": DASHES[(i // len(PALETTE)) % len(DASHES)],
+                      "coords": " ".join(f"{_num(px(x))},{_num(py(y))}" for x, y in s.points), "points": points,
+                      "legend_y": MARGIN_TOP_PX + 6 + 16 * i})
+    return render("line_chart.svg", plot=plot, series=lines,
+                  x_ticks=[(_num(px(t)), x_names.get(t, _tick_text(t))) for t in x_axis.ticks
+                           if x_axis.lo <= t <= x_axis.hi],
+                  y_ticks=[(_num(py(t)), _tick_text(t)) for t in y_axis.ticks if y_axis.lo <= t <= y_axis.hi],
+                  x_label=x_label + (" (log scale)" if x_axis.log else ""),
+                  y_label=y_label + (" (log scale)" if y_axis.log else ""),
+                  x_label_at=_num(MARGIN_LEFT_PX + plot["plot_w"] / 2),
+                  y_label_at=_num(MARGIN_TOP_PX + plot["plot_h"] / 2))
 
 
-def bar_chart(kind: str, title: str, bars: Sequence[tuple[str, float]], unit: str) -> str:
+def bar_chart(kind: str, title: str, bars: Sequence[tuple[str, float]], unit: str) -> Markup:
     """Horizontal bars, one per (label, value), in the given order, each with its value written."""
     bar_h, gap, label_w = 16, 6, 170
     height = MARGIN_TOP_PX + len(bars) * (bar_h + gap) + 30
     width = WIDTH_PX - 100
-    parts = _svg_open(kind, title, width, height)
     top = max((v for _, v in bars if math.isfinite(v)), default=0.0) or 1.0
     span = width - label_w - 90
-    for i, (label, value) in enumerate(bars):
+    drawn = []
+    for i, (name, value) in enumerate(bars):
         y = MARGIN_TOP_PX + i * (bar_h + gap)
         w = max(0.0, value / top * span) if math.isfinite(value) else 0.0
-        text = html.escape(label)
-        parts.append(f"<g class='bar' data-series='{text}'><text x='{label_w - 6}' y='{_num(y + bar_h / 2)}' "
-                     f"text-anchor='end' dominant-baseline='middle'>{text}</text>"
-                     f"<rect x='{label_w}' y='{y}' width='{_num(w)}' height='{bar_h}' "
-                     f"fill='{PALETTE[i % len(PALETTE)]}'><title>{text}: {format_value(value)} "
-                     f"{html.escape(unit)}</title></rect>"
-                     f"<text x='{_num(label_w + w + 4)}' y='{_num(y + bar_h / 2)}' dominant-baseline='middle'>"
-                     f"{format_value(value)}</text></g>")
-    parts.append(f"<text x='{label_w}' y='{height - 8}'>{html.escape(unit)}</text></svg>")
-    return "".join(parts)
+        drawn.append({"label": name, "y": y, "middle": _num(y + bar_h / 2), "w": _num(w),
+                      "end": _num(label_w + w + 4), "color": PALETTE[i % len(PALETTE)], "value": format_value(value)})
+    return render("bar_chart.svg", plot=_frame(kind, title, width, height), bars=drawn, bar_h=bar_h, label_w=label_w,
+                  unit=unit)
+
+
+def _stacked_bar(i: int, bar: tuple[str, Sequence[tuple[str, float]], str], total: float, marker: float | None,
+                 scale: dict) -> dict:
+    """One stacked bar's segments, marker and written total; `scale` holds the chart's bar_h, gap, label_w, top,
+    span, unit and colours."""
+    label, segments, note = bar
+    y = MARGIN_TOP_PX + i * (scale["bar_h"] + scale["gap"])
+    x, drawn = float(scale["label_w"]), []
+    for name, value in segments:
+        if not math.isfinite(value) or value <= 0:
+            continue
+        w = value / scale["top"] * scale["span"]
+        drawn.append({"name": name, "x": _num(x), "w": _num(w), "color": scale["colours"][name],
+                      "value": format_value(value)})
+        x += w
+    shown = None
+    if marker is not None and math.isfinite(marker) and marker > 0:
+        shown = {"x": _num(scale["label_w"] + marker / scale["top"] * scale["span"]), "value": format_value(marker)}
+    written = f"{format_value(total)} {scale['unit']}" if total else note
+    if total and note:
+        written += f" ({note})"
+    return {"label": label, "y": y, "middle": _num(y + scale["bar_h"] / 2), "segments": drawn, "marker": shown,
+            "end": _num(x + 4), "written": written}
 
 
 def stacked_bar_chart(kind: str, title: str, bars: Sequence[tuple[str, Sequence[tuple[str, float]], str]],
-                      unit: str, markers: Sequence[float | None] = ()) -> str:
+                      unit: str, markers: Sequence[float | None] = ()) -> Markup:
     """Horizontal stacked bars: per bar (label, segments (name, value) in order, note), each segment name one colour
     for the whole chart (legend below), the total written after the bar, the note (e.g. "none reported") when a
     bar has no segment. `markers` (per bar, optional): a value drawn as a black tick across its bar."""
     bar_h, gap, label_w = 16, 8, 210
     names = list(dict.fromkeys(name for _, segments, _ in bars for name, _ in segments))
     colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
-    legend_rows = (len(names) + 2) // 3
-    height = MARGIN_TOP_PX + len(bars) * (bar_h + gap) + 30 + 16 * legend_rows
+    height = MARGIN_TOP_PX + len(bars) * (bar_h + gap) + 30 + 16 * ((len(names) + 2) // 3)
     width = WIDTH_PX + 120
-    parts = _svg_open(kind, title, width, height)
     totals = [sum(v for _, v in segments if math.isfinite(v) and v > 0) for _, segments, _ in bars]
     top = max([*totals, *(m for m in markers if m is not None and math.isfinite(m))], default=0.0) or 1.0
-    span = width - label_w - 110
-    for i, (label, segments, note) in enumerate(bars):
-        y = MARGIN_TOP_PX + i * (bar_h + gap)
-        text = html.escape(label)
-        parts.append(f"<g class='bar' data-series='{text}'><text x='{label_w - 6}' y='{_num(y + bar_h / 2)}' "
-                     f"text-anchor='end' dominant-baseline='middle'>{text}</text>")
-        x = float(label_w)
-        for name, value in segments:
-            if not math.isfinite(value) or value <= 0:
-                continue
-            w = value / top * span
-            parts.append(f"<rect class='segment' data-segment='{html.escape(name)}' x='{_num(x)}' y='{y}' "
-                         f"width='{_num(w)}' height='{bar_h}' fill='{colours[name]}'><title>{text}: "
-                         f"{html.escape(name)} {format_value(value)} {html.escape(unit)}</title></rect>")
-            x += w
-        marker = markers[i] if i < len(markers) else None
-        if marker is not None and math.isfinite(marker) and marker > 0:
-            mx = _num(label_w + marker / top * span)
-            parts.append(f"<line class='marker' x1='{mx}' y1='{y - 2}' x2='{mx}' y2='{y + bar_h + 2}' stroke='#000' "
-                         f"stroke-width='2'><title>{text}: {format_value(marker)} {html.escape(unit)}</title></line>")
-        written = f"{format_value(totals[i])} {unit}" if totals[i] else note
-        if totals[i] and note:
-            written += f" ({note})"
-        parts.append(f"<text x='{_num(x + 4)}' y='{_num(y + bar_h / 2)}' dominant-baseline='middle'>"
-                     f"{html.escape(written)}</text></g>")
+    scale = {"bar_h": bar_h, "gap": gap, "label_w": label_w, "top": top, "span": width - label_w - 110, "unit": unit,
+             "colours": colours}
+    drawn = [_stacked_bar(i, bar, totals[i], markers[i] if i < len(markers) else None, scale)
+             for i, bar in enumerate(bars)]
     legend_y = MARGIN_TOP_PX + len(bars) * (bar_h + gap) + 8
-    for j, name in enumerate(names):
-        lx, ly = label_w + (j % 3) * 200, legend_y + 16 * (j // 3)
-        parts.append(f"<rect x='{lx}' y='{ly}' width='12' height='12' fill='{colours[name]}'/>"
-                     f"<text x='{lx + 16}' y='{ly + 6}' dominant-baseline='middle'>{html.escape(name)}</text>")
-    parts.append("</svg>")
-    return "".join(parts)
+    legend = [{"name": name, "color": colours[name], "x": label_w + (j % 3) * 200, "y": legend_y + 16 * (j // 3)}
+              for j, name in enumerate(names)]
+    return render("stacked_bar_chart.svg", plot=_frame(kind, title, width, height), bars=drawn, bar_h=bar_h,
+                  label_w=label_w, unit=unit, legend=legend)

@@ -12,11 +12,12 @@ is found under either folder layout (tasks/store/layout.py): a link from before 
 
 from __future__ import annotations
 
-import html
 import io
 from dataclasses import dataclass
 
 from tasks.core.errors import ServingEvalError
+from tasks.report.formatting import DASH
+from tasks.report.templating import render, stylesheet
 from tasks.store.history import list_manifests
 from tasks.store.layout import OLD_RUN_KEY, RUN_KEY, RUNS, parse_folder
 from tasks.store.s3 import S3Store
@@ -107,28 +108,12 @@ def read_report(store: S3Store, dt: str, run: str) -> bytes:
     return store.get(keys["report.html"])
 
 
-PAGE_STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#1f2328}
-table{border-collapse:collapse}td,th{border-bottom:1px solid #d0d7de;padding:6px 12px;text-align:left}
-th{background:#f6f8fa}td.n{text-align:right}.status{font-weight:600}.muted{color:#656d76}"""
-
-
 def render_run_list(runs: list[RunSummary], where: str) -> str:
     """The runs page: one row per run with its status, suite and regression count, linking its report.
     Links are relative to the page (`runs/dt=.../report.html`), so the page works under any mount point."""
-    esc = html.escape
-    rows = []
-    for run in runs:
-        name = esc(run.run_id)
-        link = f"<a href='{esc(run.report_path)}'>{name}</a>" if run.report_path else f"{name} (no report)"
-        colour = STATUS_COLOURS.get(run.status, "#1f2328")
-        regressions = "–" if run.regressions is None else str(run.regressions)
-        rows.append(f"<tr class='run' data-run-id='{name}'><td>{esc(run.logical_date[:16].replace('T', ' '))}</td>"
-                    f"<td>{link}</td><td class='status' style='color:{colour}'>{esc(run.status)}</td>"
-                    f"<td>{esc(run.suite or '–')}</td><td class='n regressions'>{regressions}</td>"
-                    f"<td class='muted'>{esc(run.published_at[:19].replace('T', ' '))}</td></tr>")
-    body = "".join(rows) or "<tr><td colspan=6 class='muted'>No published runs yet.</td></tr>"
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Serving evaluations</title>"
-            f"<style>{PAGE_STYLE}</style></head><body><h1>Serving evaluations</h1>"
-            f"<p class='muted'>{len(runs)} published runs in {esc(where)}, newest first.</p>"
-            f"<table><thead><tr><th>Logical date (UTC)</th><th>Run</th><th>Status</th><th>Suite</th>"
-            f"<th>Regressions</th><th>Published (UTC)</th></tr></thead><tbody>{body}</tbody></table></body></html>")
+    listed = [{"run_id": run.run_id, "report_path": run.report_path, "status": run.status,
+               "logical_date": run.logical_date[:16].replace("T", " "), "suite": run.suite or DASH,
+               "colour": STATUS_COLOURS.get(run.status, "#1f2328"),
+               "regressions": DASH if run.regressions is None else run.regressions,
+               "published_at": run.published_at[:19].replace("T", " ")} for run in runs]
+    return str(render("runs.html", runs=listed, where=where, style=stylesheet("runs.css")))

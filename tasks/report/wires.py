@@ -12,12 +12,14 @@
 
 from __future__ import annotations
 
-import html
+from markupsafe import Markup
 
-from tasks.core.metrics import METRICS, number
+from tasks.core.metrics import number
 from tasks.core.results import WIRES, row_protocol
-from tasks.report.plots import format_value, stacked_bar_chart
+from tasks.report.formatting import DASH, figure, size_text
+from tasks.report.plots import stacked_bar_chart
 from tasks.report.recommend import ok_rows, stack_of
+from tasks.report.templating import render
 from tasks.serve.servers import SERVERS
 
 PARTS = (("queue_ms", "queue"), ("decode_ms", "request decode"), ("infer_ms", "inference"),
@@ -25,11 +27,9 @@ PARTS = (("queue_ms", "queue"), ("decode_ms", "request decode"), ("infer_ms", "i
 REST_IN_SERVER = "in the server, not attributed"
 OUTSIDE = "outside the server"
 UNATTRIBUTED = "not attributed (no server total reported)"
+BREAKDOWN_COLUMNS = ("server_ms", *(k for k, _ in PARTS), "outside_ms")
 ENGINE_GAP_MARK_PCT = 20.0  # a stack's best wire this far below its engine in process: its breakdown says why
 
-
-def _esc(value: object) -> str:
-    return html.escape(str(value))
 
 
 def row_wire(row: dict) -> str:
@@ -110,19 +110,6 @@ def _lowest_closed_loop(rows: list[dict]) -> dict | None:
     return min(ok, key=lambda r: number(r.get("load")) or 0.0) if ok else None
 
 
-def _ms(value: float | None) -> str:
-    return "–" if value is None else format_value(value)
-
-
-def _bytes(value: float | None) -> str:
-    if value is None:
-        return "–"
-    for unit, size in (("MB", 1e6), ("kB", 1e3)):
-        if value >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value:.0f} B"
-
-
 def json_tax(rows: list[dict]) -> list[dict]:
     """Per model, batch size and stack measured over JSON and at least one other wire: its best wire against JSON."""
     best = best_wires(rows)
@@ -159,23 +146,15 @@ def json_tax(rows: list[dict]) -> list[dict]:
     return records
 
 
-def _tax_table(records: list[dict]) -> str:
-    unit = METRICS["json_tax_pct"].unit
-    parts = ["<table class=json-tax><tr><th class=l>stack</th><th>batch</th><th class=l>best wire</th>"
-             "<th>best (req/s)</th><th>JSON (req/s)</th>"
-             f"<th>{_esc(METRICS['json_tax_pct'].label)} ({_esc(unit)})</th><th>p50 best / JSON (ms)</th>"
-             "<th>request best / JSON</th><th>response best / JSON</th></tr>"]
-    for r in records:
-        tax = "–" if r["json_tax_pct"] is None else f"{r['json_tax_pct']:.0f} %"
-        load = "" if r["p50_load"] is None else f" <small>(concurrency {r['p50_load']:g})</small>"
-        parts.append(f"<tr><td class=l>{_esc(r['stack'])}</td><td>{r['batch_size']}</td>"
-                     f"<td class=l>{_esc(r['best_wire'])} <small>({_esc(r['best_protocol'] or '–')})</small></td>"
-                     f"<td>{_ms(r['best_rps'])}</td><td>{_ms(r['json_rps'])}</td><td>{tax}</td>"
-                     f"<td>{_ms(r['best_p50_ms'])} / {_ms(r['json_p50_ms'])}{load}</td>"
-                     f"<td>{_bytes(r['best_request_bytes'])} / {_bytes(r['json_request_bytes'])}</td>"
-                     f"<td>{_bytes(r['best_response_bytes'])} / {_bytes(r['json_response_bytes'])}</td></tr>")
-    parts.append("</table>")
-    return "".join(parts)
+def _tax_line(r: dict) -> dict:
+    return {"stack": r["stack"], "batch": r["batch_size"], "wire": r["best_wire"],
+            "protocol": r["best_protocol"] or DASH,
+            "best_rps": figure(r["best_rps"]), "json_rps": figure(r["json_rps"]),
+            "tax": DASH if r["json_tax_pct"] is None else f"{r['json_tax_pct']:.0f} %",
+            "best_p50": figure(r["best_p50_ms"]), "json_p50": figure(r["json_p50_ms"]),
+            "p50_load": None if r["p50_load"] is None else f"{r['p50_load']:g}",
+            "request": f"{size_text(r['best_request_bytes'])} / {size_text(r['json_request_bytes'])}",
+            "response": f"{size_text(r['best_response_bytes'])} / {size_text(r['json_response_bytes'])}"}
 
 
 def _breakdown_rows(rows: list[dict]) -> list[dict]:
@@ -194,58 +173,37 @@ def _engine_ms(row: dict) -> float | None:
     return 1000.0 / engine if engine else None
 
 
-def _breakdown_table(rows: list[dict]) -> str:
-    head = "".join(f"<th>{_esc(METRICS[k].label)} (ms)</th>" for k in ("server_ms", *(k for k, _ in PARTS),
-                                                                        "outside_ms"))
-    parts = [f"<table class=breakdown><tr><th class=l>stack</th><th>batch</th><th class=l>wire</th><th>load</th>"
-             f"<th>latency mean (ms)</th><th>engine per call (ms)</th>{head}<th class=l>source</th></tr>"]
-    for r in rows:
-        engine = _engine_ms(r)
-        served = number(r.get("throughput_rps"))
-        gap = (1 - served / number(r.get("engine_inprocess_rps"))) * 100 if engine and served is not None else None
-        cls = " class=bad" if gap is not None and gap > ENGINE_GAP_MARK_PCT and r.get("load") == 1.0 else ""
-        cells = "".join(f"<td>{_ms(number(r.get(k)))}</td>" for k in ("server_ms", *(k for k, _ in PARTS),
-                                                                       "outside_ms"))
-        parts.append(f"<tr><td class=l>{_esc(stack_of(r))}</td><td>{r.get('batch_size')}</td>"
-                     f"<td class=l>{_esc(row_wire(r))}</td><td>{number(r.get('load')) or 0:g}</td>"
-                     f"<td{cls}>{_ms(number(r.get('latency_ms_mean')))}</td><td>{_ms(engine)}</td>{cells}"
-                     f"<td class=l><small>{_esc(r.get('breakdown_source') or 'none reported')}</small></td></tr>")
-    parts.append("</table>")
-    return "".join(parts)
+def _breakdown_line(r: dict) -> dict:
+    engine = _engine_ms(r)
+    served = number(r.get("throughput_rps"))
+    gap = (1 - served / number(r.get("engine_inprocess_rps"))) * 100 if engine and served is not None else None
+    return {"stack": stack_of(r), "batch": r.get("batch_size"), "wire": row_wire(r),
+            "load": f"{number(r.get('load')) or 0:g}", "mean": figure(number(r.get("latency_ms_mean"))),
+            "marked": gap is not None and gap > ENGINE_GAP_MARK_PCT and r.get("load") == 1.0,
+            "engine": figure(engine), "parts": [figure(number(r.get(k))) for k in BREAKDOWN_COLUMNS],
+            "source": r.get("breakdown_source") or "none reported"}
 
 
-def wires_section(rows: list[dict]) -> str:
+def _breakdown_plot(model: str, picked: list[dict]) -> Markup:
+    bars = []
+    for r in picked:
+        segments, note = breakdown(r)
+        name = f"{stack_of(r)} {row_wire(r)}" + (f" b{r.get('batch_size')}" if r.get("batch_size") != 1 else "")
+        bars.append((name, segments, note))
+    return stacked_bar_chart("breakdown", f"{model}: where a request's time goes (ms, lowest closed-loop load)",
+                             bars, "ms", markers=[_engine_ms(r) for r in picked])
+
+
+def wires_section(rows: list[dict]) -> Markup:
     """The JSON tax and the time breakdown per model, or "" when no row names its wire and none reports timing."""
     measured = [r for r in rows if r.get("role") != "control"]
     if not any(r.get("wire") for r in measured):
-        return ""
-    parts = ["<h2 id=wires>Wires: what JSON costs, and where a request's time goes</h2>",
-             "<p class=note>Each stack was measured over every wire planned for it (Param <code>protocols</code>): "
-             "json (REST, tensors as JSON text), binary (REST, tensors as bytes: the KServe v2 binary tensor data "
-             "extension, or raw bodies) and grpc. Its best wire is the one whose ok points reach the highest "
-             "throughput; the headline above uses it. The JSON tax is what JSON costs that stack: 1 - JSON's peak "
-             "throughput / its best wire's. The breakdown is each stack's own account of a request at its lowest "
-             "closed-loop load (queue, decoding the request, inference, encoding the response, the rest of its own "
-             "total, and the client's latency outside it); a stack that reports none says so. The black tick is the "
-             "engine's own time per call in process.</p>"]
+        return Markup("")
+    models = []
     for model in sorted({str(r.get("model")) for r in measured}):
         model_rows = [r for r in measured if str(r.get("model")) == model]
-        records = json_tax(model_rows)
-        parts.append(f"<h3>{_esc(model)}</h3>")
-        if records:
-            parts.append(_tax_table(records))
-        else:
-            parts.append("<p class=note>No stack of this model was measured over JSON and another wire.</p>")
         picked = _breakdown_rows(model_rows)
-        if not picked:
-            continue
-        bars = []
-        for r in picked:
-            segments, note = breakdown(r)
-            label = f"{stack_of(r)} {row_wire(r)}" + (f" b{r.get('batch_size')}" if r.get("batch_size") != 1 else "")
-            bars.append((label, segments, note))
-        parts.append("<div class=plots>" + stacked_bar_chart(
-            "breakdown", f"{model}: where a request's time goes (ms, lowest closed-loop load)", bars, "ms",
-            markers=[_engine_ms(r) for r in picked]) + "</div>")
-        parts.append(_breakdown_table(picked))
-    return "".join(parts)
+        models.append({"model": model, "tax": [_tax_line(r) for r in json_tax(model_rows)],
+                       "plot": _breakdown_plot(model, picked) if picked else None,
+                       "breakdown": [_breakdown_line(r) for r in picked]})
+    return render("wires.html", models=models, columns=BREAKDOWN_COLUMNS)

@@ -42,7 +42,8 @@ CONVERTERS = ("convert-torch", "convert-tf", "convert-tensorrt")
 APP_FOLDERS = {**{runtime: ("tasks", "models") for runtime in CONVERTERS},
                "airflow": ("tasks", "models", "dags", "plugins", "suites")}
 APP_FILES = {**{runtime: (f"docker/{runtime}/convert.py",) for runtime in CONVERTERS}, "airflow": ("requirements.txt",)}
-APP_WHOLE = {"airflow": ("docker",)}  # every file of these folders (entry scripts, configs), not only .py/.yaml
+# every file of these folders (entry scripts, configs, the report's templates), not only .py/.yaml
+APP_WHOLE = {"airflow": ("docker", "tasks/report/templates")}
 APP_SUFFIXES = (".py", ".yaml")
 # Images that carry the host wheels every runtime pins without installing them (their workers build the runtimes'
 # venvs at run time: converters, launcher=process servers; pip finds them through PIP_FIND_LINKS).

@@ -11,6 +11,8 @@ REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "tests" / "unit"
 
 # Module (dotted, under tasks/) -> why it has no unit test file, naming the tests that cover it.
+RENDERED_BY_PAGE = ("a section of the page, rendered through tasks/report/page.py: tests/unit/report/test_page.py and, "
+                    "byte for byte, tests/unit/test_report_golden.py")
 WITHOUT_UNIT_FILE = {
     "tasks.cli.contract": "`tasks.cli reference` is run by tests/unit/core/test_results.py "
                           "(writes and checks the page)",
@@ -66,6 +68,13 @@ WITHOUT_UNIT_FILE = {
     "tasks.plan.control": "the control cell's A/A duet: tests/integration/test_regress_pipeline.py",
     "tasks.regress.annotations": "exclusions through the CLI: tests/integration/test_regress_pipeline.py",
     "tasks.regress.check": "the regression check of a run: tests/integration/test_regress_pipeline.py",
+    "tasks.report.changes": RENDERED_BY_PAGE,
+    "tasks.report.checks": RENDERED_BY_PAGE,
+    "tasks.report.contention": RENDERED_BY_PAGE,
+    "tasks.report.models": RENDERED_BY_PAGE,
+    "tasks.report.overload": RENDERED_BY_PAGE,
+    "tasks.report.provenance": RENDERED_BY_PAGE,
+    "tasks.report.recommendation": RENDERED_BY_PAGE,
     "tasks.report.configs": "each stack at its best configuration: tests/integration/test_tune_servers.py",
     "tasks.report.features": "the features table, rendered by tests/unit/measure/test_lifecycle.py; a real run's: "
                              "tests/integration/test_report_run.py",
@@ -101,7 +110,7 @@ WITHOUT_UNIT_FILE = {
 }
 # Unit files that check the repository rather than one module (tests/unit/test_<name>.py).
 REPOSITORY_CHECKS = {"test_dag_integrity.py", "test_docs_links.py", "test_layers.py", "test_test_layout.py",
-                     "test_published_columns.py"}
+                     "test_published_columns.py", "test_report_golden.py"}
 
 
 def modules() -> dict[str, Path]:

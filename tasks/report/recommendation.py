@@ -1,0 +1,103 @@
+"""The report's recommendation section: per model and batch size, one row per answer of `tasks.report.recommend`
+(the fastest stack within each p99 bound, the runner-up and the margin, whether beyond noise, the cheapest stack,
+and where the run measured overload the stack that degrades best), then how every stack behaved under overload."""
+
+from __future__ import annotations
+
+from markupsafe import Markup
+
+from tasks.core.metrics import number
+from tasks.report.formatting import DASH, bounds_text, cell_value, format_value, load_text, unit
+from tasks.report.overload import burst_view, overload_glance
+from tasks.report.recommend import bounds_for, group_by_answer, recommend
+from tasks.report.templating import render
+
+
+def noise_text(record: dict) -> str:
+    """Whether the margin is beyond noise, with the figures it was judged on."""
+    basis, verdict = record.get("noise"), record["beyond_noise"]
+    if record["runner_up"] is None:
+        return "–"
+    if basis is None or verdict is None:
+        return "unknown (no spread published)"
+    rps = unit("throughput_rps")
+    if basis["method"] == "intervals":
+        (a_lo, a_hi), (b_lo, b_hi) = basis["a"], basis["b"]
+        figures = (f"95 % intervals {format_value(b_lo)}–{format_value(b_hi)} (best) and "
+                   f"{format_value(a_lo)}–{format_value(a_hi)} {rps} (runner-up)")
+        return f"yes: the {figures} do not overlap" if verdict else f"no, within noise: the {figures} overlap"
+    figures = (f"the difference {format_value(basis['delta'])} {rps} against 2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) = "
+               f"{format_value(basis['threshold'])} {rps} (CVs {100 * basis['cv_b']:.0f} % and "
+               f"{100 * basis['cv_a']:.0f} %)")
+    return f"yes: {figures}" if verdict else f"no, within noise: {figures}"
+
+
+def _noise_short(record: dict) -> str:
+    """"yes" or "no, within noise" in the table; the figures it was judged on (`noise_text`) go on hover."""
+    if record["runner_up"] is None:
+        return "–"
+    if record.get("noise") is None or record["beyond_noise"] is None:
+        return "unknown"
+    return "yes" if record["beyond_noise"] else "no, within noise"
+
+
+def _point_view(point: dict | None) -> dict | None:
+    if point is None:
+        return None
+    return {"stack": point["stack"], "wire": point.get("wire"), "throughput": cell_value(point["throughput_rps"]),
+            "p99": cell_value(point["latency_ms_p99"]), "load": load_text(point["mode"], point["load"])}
+
+
+def _cost_view(point: dict | None, basis: str | None) -> dict | None:
+    """The cheapest point: its stack and wire, its cost on the record's basis, and its core-seconds per 1,000."""
+    if point is None or basis is None:
+        return None
+    return {"stack": point["stack"], "wire": point.get("wire"), "cost": format_value(point[basis]),
+            "unit": unit(basis), "load": load_text(point["mode"], point["load"]),
+            "core_s": None if basis == "server_core_s_per_1k" else cell_value(point["server_core_s_per_1k"])}
+
+
+def _cheaper(record: dict) -> dict:
+    """How much more the next cheapest stack costs, in % of the cheapest."""
+    if record.get("cheapest") is None:
+        return {"text": DASH, "than": None}
+    if record.get("cheapest_runner_up") is None:
+        return {"text": "only stack", "than": None}
+    margin = record.get("cheapest_margin_pct")
+    if margin is None:
+        return {"text": DASH, "than": None}
+    return {"text": f"{margin:.1f} %", "than": record["cheapest_runner_up"]["stack"]}
+
+
+def _ahead(record: dict) -> dict:
+    """How far ahead under overload the stack that degrades best is."""
+    runner, margin = record.get("degrades_runner_up"), record.get("overload_margin")
+    if runner is None or margin is None:
+        return {"text": "only stack", "than": None}
+    if margin["kind"] == "recovery_s":
+        return {"text": f"{format_value(margin['value'])} s sooner", "than": runner["stack"]}
+    if margin["kind"] == "not_recovered":
+        return {"text": f"{runner['stack']} did not recover", "than": None}
+    return {"text": f"{margin['value']:+.0f} points of capacity", "than": runner["stack"]}
+
+
+def _answer_view(record: dict) -> dict:
+    margin = "only stack" if record["runner_up"] is None else (
+        f"+{record['margin_pct']:.1f} %" if record["margin_pct"] is not None else "–")
+    top = record.get("degrades_best")
+    return {"model": record["model"], "batch": record["batch_size"], "bounds": bounds_text(record["bounds"]),
+            "stacks": record["stacks"], "best": _point_view(record["best"]),
+            "runner_up": _point_view(record["runner_up"]),
+            "margin": margin, "noise": _noise_short(record), "noise_text": noise_text(record),
+            "cheapest": _cost_view(record.get("cheapest"), record.get("cost_basis")), "cheaper": _cheaper(record),
+            "degrades": None if top is None else burst_view(top), "ahead": None if top is None else _ahead(record),
+            "caveats": "; ".join(record["caveats"])}
+
+
+def recommendation_section(rows: list[dict], p99_bound_ms: float | None = None) -> Markup:
+    """The section: its table of answers (the explanation after it: the first screen shows the answers)."""
+    records = group_by_answer(recommend(rows, bounds_for(p99_bound_ms)))
+    run_bound = None if number(p99_bound_ms) is None else f"{p99_bound_ms:,g}"
+    return render("recommendation.html", answers=[_answer_view(r) for r in records], run_bound=run_bound,
+                  overload=any(r.get("degrades_best") for r in records),
+                  glance=overload_glance(rows) if records else Markup(""))
