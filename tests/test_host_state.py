@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-import tasks.measure.session as session_module
+import tasks.measure.point as point_module
 from tasks.core.errors import ConfigError
 from tasks.measure.hoststate import (
     CpuTime,
@@ -281,11 +281,11 @@ def test_a_contended_point_is_measured_again_once_then_judged(monkeypatch, neigh
         measurement = SimpleNamespace(to_dict=lambda: {"requests": 100, "errors": 0, "error_rate": 0.0,
                                                        "errors_by_kind": {}})
         state = _state(neighbour)
-        return session_module.PointRun({"throughput_rps": 1000.0 - neighbour, **state.row_fields(),
+        return point_module.PointRun({"throughput_rps": 1000.0 - neighbour, **state.row_fields(),
                                         "host_state": state.to_json()}, measurement, None, state,
                                        ServerHealth(None, True))
 
-    monkeypatch.setattr(session_module, "_run_point", fake_run_point)
+    monkeypatch.setattr(point_module, "run_point", fake_run_point)
     run = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": "1.5", "code": {}, "host": {}}
     ctx = SimpleNamespace(config=RunConfig(quiet_wait_s=0.0), run=run,
                           budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)))
@@ -293,7 +293,7 @@ def test_a_contended_point_is_measured_again_once_then_judged(monkeypatch, neigh
                            runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
     life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None)
     cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "concurrency", 2.0)
-    row, _ = session_module._measure_point(ctx, life, cell)
+    row, _ = point_module.measure_point(ctx, life, cell)
     assert calls == list(neighbours) and row["status"] == status and row["remeasured"] is remeasured
     assert row["throughput_rps"] == 1000.0 - neighbours[-1]  # the last measurement's figures
     if status == "contended":

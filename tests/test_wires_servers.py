@@ -13,8 +13,8 @@ import pytest
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.lifecycle import LIFECYCLE_COLUMNS
+from tasks.measure.point import load_endpoint, server_timings
 from tasks.measure.served_check import check_served_outputs
-from tasks.measure.session import load_endpoint, server_timings
 from tasks.serve.launchers.process import ProcessLauncher
 from tasks.serve.servers import get_server
 from tasks.serve.session import SessionSettings, server_session

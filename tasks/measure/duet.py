@@ -37,8 +37,8 @@ from tasks.loadgen.resources import sampler_for
 from tasks.loadgen.run import StartRendezvous, run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.hoststate import HostStateProbe, ServerReader
+from tasks.measure.point import observe_health
 from tasks.measure.served_check import check_served_outputs
-from tasks.measure.session import observe_health
 from tasks.serve.base import Server
 from tasks.serve.hostlock import host_lock
 from tasks.serve.launchers.base import Launcher
