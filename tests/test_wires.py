@@ -178,14 +178,47 @@ def test_server_timing_parts_are_per_request_and_never_a_zero_that_was_not_measu
     assert ServerTiming.from_deltas({"requests": 0, "server_ms": 1.0}) is None
 
 
+class Reader:
+    """A server's reader (tasks.loadgen.window_reader.ServerWindowReader) made of functions; one not given reads
+    nothing."""
+
+    def __init__(self, count=None, timings=None, cpu=None) -> None:
+        self._count, self._timings, self._cpu = count, timings, cpu
+
+    def request_count(self) -> float | None:
+        return self._count() if self._count else None
+
+    def timings(self) -> dict | None:
+        return self._timings() if self._timings else None
+
+    def cpu_s(self) -> float | None:
+        return self._cpu() if self._cpu else None
+
+
 def test_a_timing_scrape_that_fails_never_fails_the_point():
     def broken() -> dict:
         raise OSError("connection refused")
 
-    assert server_probe(lambda: 5.0, broken)() == {"count": 5.0}
-    assert server_probe(None, lambda: {"requests": 2, "infer_ms": 3.0})() == {"timing.requests": 2.0,
-                                                                               "timing.infer_ms": 3.0}
-    assert server_probe(None, None, broken)() == {} and server_probe(None, None, lambda: None)() == {}
+    assert server_probe(Reader(count=lambda: 5.0, timings=broken))() == {"count": 5.0}
+    assert server_probe(Reader(timings=lambda: {"requests": 2, "infer_ms": 3.0}))() == {"timing.requests": 2.0,
+                                                                                         "timing.infer_ms": 3.0}
+    assert server_probe(Reader(cpu=broken))() == {} and server_probe(Reader(cpu=lambda: None))() == {}
+
+
+def test_a_live_server_is_read_for_what_it_reports_and_a_duet_side_for_its_cpu_only():
+    from types import SimpleNamespace
+
+    from tasks.measure.window_reader import LiveServerWindowReader
+
+    cpu = SimpleNamespace(cpu_s=lambda: 2.5)
+    triton = SimpleNamespace(timing_source="stats", server_side_counts=lambda e: {"nv_inference_request_success": 7},
+                             server_timings=lambda e: {"requests": 7.0})
+    reader = LiveServerWindowReader(cpu, SimpleNamespace(server=triton, endpoint=None))
+    assert server_probe(reader)() == {"count": 7.0, "timing.requests": 7.0, "cpu_s": 2.5}
+    untimed = SimpleNamespace(timing_source="", server_timings=lambda e: {"requests": 1.0})
+    assert server_probe(LiveServerWindowReader(cpu, SimpleNamespace(server=untimed, endpoint=None)))() == {
+        "cpu_s": 2.5}  # no counter, and a stack that reports no timing is not asked
+    assert server_probe(LiveServerWindowReader(cpu))() == {"cpu_s": 2.5}
 
 
 def test_the_server_cpu_is_read_over_the_measured_window_only():
@@ -199,11 +232,11 @@ def test_the_server_cpu_is_read_over_the_measured_window_only():
         now = min(max(time.monotonic_ns(), window[0]), window[1])
         return 0.5 * (now - window[0]) / 1e9
 
-    scraper = ServerScraper(server_probe(None, None, cpu_s), start_ns, settings)
+    scraper = ServerScraper(server_probe(Reader(cpu=cpu_s)), start_ns, settings)
     time.sleep((window[1] - time.monotonic_ns()) / 1e9 + 0.1)
     scraper.finish()
     assert scraper.cpu_pct() == pytest.approx(50.0, abs=3.0)
-    no_reader = ServerScraper(server_probe(None, None, None), start_ns, settings)
+    no_reader = ServerScraper(server_probe(Reader()), start_ns, settings)
     no_reader.finish()
     assert no_reader.cpu_pct() is None
 

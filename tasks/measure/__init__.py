@@ -13,6 +13,7 @@
                      the load points, processes and threads, what it runs from
     engine_speed.py  the engine's own speed in process, the ceiling a stack is read against
     hoststate.py     the host's state over each load point: other work's CPU, steal, the server's CPU share and wait
+    window_reader.py what a load point reads from its live server over the measured window: count, timings, CPU
     hostcheck.py     is this host fit to measure on: the pre-flight findings and a run's hard limits (doctor)
     hostload.py      how much of the host's CPU other work used while we measured (benchmarks/host_noise.py's probe)
     inputs.py        the inputs of a cell (model, runtime, server, serving options, load generator), fingerprinted

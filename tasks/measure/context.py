@@ -60,13 +60,14 @@ class SessionContext:
 
     def load_settings(self, cell: Cell, mode: str | None = None, load: float | None = None) -> LoadSettings:
         """The load point of `cell` (at `mode` and `load` when given: a sweep's first point) under the run's
-        timing, stability and timeout Params."""
+        timing, stability, timeout and arrival Params."""
         config = self.config
         return LoadSettings(
             mode=mode or cell.mode, load=cell.load if load is None else load, batch_size=cell.batch_size,
             duration_s=config.duration_s, warmup_s=config.warmup_s, window_s=config.window_s,
             stability_pct=config.stability_pct, request_timeout_s=config.request_timeout_s,
             stop_when_stable=config.stop_when_stable, min_windows=config.min_windows, workers=config.workers,
+            arrival=config.arrival,
         )
 
 

@@ -34,11 +34,12 @@ from tasks.convert.artifact import Artifact
 from tasks.core.spec import ModelSpec
 from tasks.loadgen.measurement import server_cpu
 from tasks.loadgen.resources import sampler_for
-from tasks.loadgen.run import StartRendezvous, run_load_point
+from tasks.loadgen.run import PointHooks, StartRendezvous, run_load_point
 from tasks.loadgen.settings import LoadSettings
-from tasks.measure.hoststate import HostStateProbe, ServerReader
+from tasks.measure.hoststate import HostStateProbe
 from tasks.measure.point import observe_health
 from tasks.measure.served_check import check_served_outputs
+from tasks.measure.window_reader import LiveServerWindowReader
 from tasks.serve.base import Server
 from tasks.serve.hostlock import host_lock
 from tasks.serve.launchers.base import Launcher
@@ -114,18 +115,30 @@ def _figures(measurement, sampler) -> dict:
             "generator_cpu_pct": measurement.generator_cpu_pct, "server_cpu_pct": cpu_pct}
 
 
-def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, load: LoadSettings, protocol: str | None,
-                workdir: Path, rendezvous: StartRendezvous, out: dict, errors: dict) -> None:
+@dataclass(frozen=True)
+class PairPoint:
+    """One pair's simultaneous load point, the same for both sides: the load and its codec, the generators' CPUs,
+    the common start, and where each side's figures or error go (by its label)."""
+
+    load: LoadSettings
+    protocol: str | None
+    generator_cpus: tuple[int, ...]
+    rendezvous: StartRendezvous
+    figures: dict[str, dict] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _load_point(point: PairPoint, side: DuetSide, live: LiveServer, server: LiveServerWindowReader,
+                workdir: Path) -> None:
     try:
-        endpoint = live.server.wire_endpoint(live.endpoint, protocol)
+        endpoint = live.server.wire_endpoint(live.endpoint, point.protocol)
         with sampler_for(live.handle) as sampler:
-            measurement, _ = run_load_point(endpoint, side.spec, load, workdir, cpus=settings.generator_cpus,
-                                            server_cpu_s=ServerReader(live.handle).cpu_s,
-                                            agree_start=rendezvous.agree)
-        out[side.label] = _figures(measurement, sampler)
+            measurement, _ = run_load_point(endpoint, side.spec, point.load, workdir, cpus=point.generator_cpus,
+                                            server=server, hooks=PointHooks(agree_start=point.rendezvous.agree))
+        point.figures[side.label] = _figures(measurement, sampler)
     except BaseException as exc:  # noqa: BLE001 - reported by the caller; the other side's rendezvous breaks too
-        errors[side.label] = f"{type(exc).__name__}: {exc}"
-        rendezvous.abort()
+        point.errors[side.label] = f"{type(exc).__name__}: {exc}"
+        point.rendezvous.abort()
 
 
 @contextmanager
@@ -149,16 +162,16 @@ def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str
     load = settings.loads[load_index]
     load = replace(load, warmup_s=max(load.warmup_s, FRESH_SERVER_WARMUP_S))
     protocol = settings.protocols[load_index] if load_index < len(settings.protocols) else None
-    rendezvous = StartRendezvous(len(sides))
-    out: dict[str, dict] = {}
-    errors: dict[str, str] = {}
+    point = PairPoint(load, protocol, settings.generator_cpus, StartRendezvous(len(sides)))
+    out, errors = point.figures, point.errors
     threads = []
     limit_s = load.warmup_s + load.duration_s + load.request_timeout_s + 120.0
     with pair_probes(sides, lives, settings) as probes:
         for side in sides:
             workdir = Path(tempfile.mkdtemp(prefix=f"duet-{side.label}-", dir=scratch))
-            thread = threading.Thread(target=_load_point, args=(side, lives[side.label], settings, load, protocol,
-                                                                workdir, rendezvous, out, errors), daemon=True)
+            reader = LiveServerWindowReader(probes[side.label].server)  # the CPU alone, read by the side's probe
+            thread = threading.Thread(target=_load_point, args=(point, side, lives[side.label], reader, workdir),
+                                      daemon=True)
             thread.start()
             threads.append(thread)
         deadline = time.monotonic() + limit_s

@@ -15,11 +15,12 @@ from tasks.loadgen.measurement import Measurement, server_cpu
 from tasks.loadgen.overload import OverloadFigures, OverloadPhases, summarize_overload
 from tasks.loadgen.recording import Recording
 from tasks.loadgen.resources import Footprint, read_footprint, sampler_for
-from tasks.loadgen.run import run_load_point
+from tasks.loadgen.run import PointHooks, run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.context import ServerLife, SessionContext, base_row
 from tasks.measure.hoststate import HostState, HostStateProbe
 from tasks.measure.inputs import inputs_sha
+from tasks.measure.window_reader import LiveServerWindowReader
 from tasks.plan.cells import Cell
 from tasks.plan.config import RunConfig
 from tasks.runtimes import interrupts
@@ -69,21 +70,20 @@ def run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: LoadS
                phases: OverloadPhases | None = None) -> PointRun:
     """Drive one load point once (`settings`, default the cell's; `phases`: an overload phase's schedule), with the
     server's resources and the host's state read around it."""
-    live, config, run = life.live, ctx.config, ctx.run
+    live, run = life.live, ctx.run
     fields: dict = {}
     measurement, load_error, host, overload = None, None, None, None
     workdir = Path(tempfile.mkdtemp(prefix="load-", dir=run["run_dir"]))  # removed with the run's folder too
     try:
         settings = settings or ctx.load_settings(cell)
-        counters = server_counter(live)
         probe = HostStateProbe(live.handle, ctx.budget.cpus, ctx.budget.generator_cpus)
         with sampler_for(live.handle) as sampler, probe:
             endpoint = load_endpoint(live, cell.protocol)
-            measurement, recording = run_load_point(endpoint, ctx.spec, settings, workdir, arrival=config.arrival,
-                                                    cpus=ctx.budget.generator_cpus, counters=counters,
-                                                    timings=server_timings(live),
-                                                    server_cpu_s=probe.server.cpu_s, phases=phases,
-                                                    progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
+            hooks = PointHooks(progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
+            measurement, recording = run_load_point(endpoint, ctx.spec, settings, workdir,
+                                                    cpus=ctx.budget.generator_cpus,
+                                                    server=LiveServerWindowReader(probe.server, live), hooks=hooks,
+                                                    phases=phases)
         host = probe.result
         if phases is not None:
             overload = summarize_overload(Recording.load(str(recording)), phases, settings.request_timeout_s)
@@ -219,21 +219,6 @@ def observe_health(live: LiveServer) -> ServerHealth:
 def load_endpoint(live: LiveServer, protocol: str | None) -> Endpoint:
     """Where the cell's protocol is spoken: the server's REST endpoint, or the port of the wire it names."""
     return live.server.wire_endpoint(live.endpoint, protocol)
-
-
-def server_counter(live: LiveServer):
-    """The server's cumulative successful-request counter, where it exposes one (Triton), else None."""
-    counts = getattr(live.server, "server_side_counts", None)
-    if counts is None:
-        return None
-    return lambda: counts(live.endpoint)["nv_inference_request_success"]
-
-
-def server_timings(live: LiveServer):
-    """The server's own cumulative timings (`Server.server_timings`), where the stack reports them, else None."""
-    if not live.server.timing_source:
-        return None
-    return lambda: live.server.server_timings(live.endpoint)
 
 
 def breakdown_source(server, measurement: Measurement | None) -> str:
