@@ -145,9 +145,9 @@ def _load_point(point: PairPoint, side: DuetSide, live: LiveServer, server: Live
 def pair_probes(sides: list[DuetSide], lives: dict[str, LiveServer],
                 settings: DuetSettings) -> Iterator[dict[str, HostStateProbe]]:
     """One host-state probe per side, all over one window around the whole pair, each counting the other server as
-    ours. A probe of each side's own load point would end when that side's ended, before the other side's generator
-    workers were reaped (a child's CPU is ours only once reaped): on a busy host one side read their start-up as
-    other work, about 10 points more than the other side, and the pair was set aside (3 pairs of 4 in one duet)."""
+    ours. The window is the pair's, not each side's own load point: a side's point ends before the other side's
+    generator workers are reaped (a child's CPU is ours only once reaped), so a probe of it would read their
+    start-up as other work, and the two sides of a pair would disagree about the host."""
     with ExitStack() as stack:
         yield {side.label: stack.enter_context(HostStateProbe(
             lives[side.label].handle, settings.server_cpus, settings.generator_cpus,
@@ -158,7 +158,7 @@ def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str
              settings: DuetSettings, scratch: Path) -> tuple[DuetPair | None, str | None]:
     """One simultaneous load point of both sides (the first of `sides` starts its generator first)."""
     # the pair's servers are fresh: their first second (first inferences, arenas, thread pools) is warm-up, however
-    # short the cell's own (0.3 s warm-ups left a start-up tail in 1 s points: CPU ratios of 0.08-145 in one duet)
+    # short the cell's own (a shorter warm-up leaves their start-up inside the measured window)
     load = settings.loads[load_index]
     load = replace(load, warmup_s=max(load.warmup_s, FRESH_SERVER_WARMUP_S))
     protocol = settings.protocols[load_index] if load_index < len(settings.protocols) else None
@@ -224,8 +224,7 @@ def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSetting
     `decided(load index, that load's pairs)` or the budget. Every pair has servers of its own, started in the
     pair's order (reference first, then candidate first, ...): whatever one server life or the start order does
     to a server's speed varies from pair to pair, where the paired test sees it as noise, instead of being shared
-    by every pair of the duet and read as the change (on Triton, 8 equal nights of the heavy MLP read the candidate,
-    then always started second, 8 to 15 % faster, each duet's pairs within 2 %; docs/regressions.md)."""
+    by every pair of the duet and read as the change."""
     result = DuetResult()
     sides = [reference, candidate]
     scratch = Path(tempfile.mkdtemp(prefix="duet-", dir=settings.log_dir.parent))
