@@ -97,6 +97,7 @@ def _solo(server_name: str, variant, load, budget, log_dir: Path) -> dict:
     from tasks.loadgen.measurement import server_cpu
     from tasks.loadgen.run import run_load_point
     from tasks.measure.hoststate import ServerReader
+    from tasks.measure.window_reader import LiveServerWindowReader
     from tasks.serve.launchers.process import ProcessLauncher
     from tasks.serve.session import SessionSettings, server_session
 
@@ -104,7 +105,7 @@ def _solo(server_name: str, variant, load, budget, log_dir: Path) -> dict:
     settings = SessionSettings("duetbench", f"solo.{side.spec.name}", log_dir, cpus=budget.cpus)
     with server_session(side.server, side.artifact, side.spec, ProcessLauncher(), settings) as live:
         m, _ = run_load_point(live.endpoint, side.spec, load, Path(tempfile.mkdtemp(dir=log_dir)),
-                              cpus=budget.generator_cpus, server_cpu_s=ServerReader(live.handle).cpu_s)
+                              cpus=budget.generator_cpus, server=LiveServerWindowReader(ServerReader(live.handle)))
     return {"throughput_rps": m.throughput_rps, "server_cpu_us_per_request": server_cpu(m, None)[1],
             "errors": m.errors}
 

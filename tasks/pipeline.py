@@ -23,8 +23,9 @@ from tasks.core.metadata import collect_code_metadata, collect_host_metadata, ho
 from tasks.core.paths import CACHE_ENV, DOCKER_DIR, cache_root, run_dir
 from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.core.spec import load_spec
+from tasks.measure.context import not_measured
 from tasks.measure.hostcheck import HostCheck, HostRefused, check_host, describe
-from tasks.measure.session import host_run, measure_session, not_measured
+from tasks.measure.session import host_run, measure_session
 from tasks.plan.cells import Plan, Session, expected_rows, make_plan, rows_of
 from tasks.plan.config import RunConfig
 from tasks.plan.hosts import check_worker_host, is_distributed, sessions_of
@@ -252,7 +253,8 @@ def contended_rows(rows: list[dict]) -> list[dict]:
 
 
 def failed_rows(rows: list[dict]) -> list[dict]:
-    """Rows that failed as faults: not a sweep's probe beyond the server's capacity (see `measure._measure_sweep`)."""
+    """Rows that failed as faults: not a sweep's probe beyond the server's capacity (see
+    `tasks.measure.sweep.measure_sweep`)."""
     return [r for r in rows if r["status"] == "failed" and not r.get("beyond_capacity")]
 
 

@@ -1,4 +1,4 @@
-"""An overload phase (issue 26, item 2): an open-loop steady rate above a stack's known capacity for a bounded time,
+"""An overload phase: an open-loop steady rate above a stack's known capacity for a bounded time,
 between two stretches at half of it, and what the recording says happened.
 
 The phase, written down:

@@ -9,9 +9,9 @@ and each worker's HDR histogram adds up to the merged one bucket for bucket.
 The codec's `transport` picks the engine: `engine.py` (lean HTTP/1.1) or `grpc_engine.py` (grpc.aio, for
 KServe v2 gRPC on the endpoint's "grpc" port); both write the same `Recording`.
 
-Where the server has its own request counter (`counters`), the parent scrapes it at the start and end of the
-measured time and before/after the whole load point, so the server-side throughput is recorded next to the
-client's over the same window.
+Given the server's reader (`window_reader.ServerWindowReader`), the parent reads the server's own counter, timings
+and CPU time at the start and end of the measured time and before/after the whole load point, so the server-side
+throughput, breakdown and CPU are recorded next to the client's figures over the same window.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.errors import LoadTestError
@@ -40,7 +40,8 @@ from tasks.loadgen.overload import OverloadPhases
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import OK
 from tasks.loadgen.recording import Recording, window_stable
-from tasks.loadgen.settings import ARRIVALS, LoadSettings
+from tasks.loadgen.settings import LoadSettings
+from tasks.loadgen.window_reader import ServerWindowReader
 from tasks.runtimes import interrupts
 from tasks.serve.base import Endpoint
 
@@ -73,31 +74,30 @@ def worker_share(settings: LoadSettings, index: int) -> dict:
     return {"seed": settings.seed + index, "stride": n, "offset": index}
 
 
+@dataclass(frozen=True)
+class PointHooks:
+    """What the caller does while a load point runs: `progress` receives one line per measured window
+    (`WindowProgress`); `agree_start` turns the point's proposed start (CLOCK_MONOTONIC ns, once its workers are
+    ready) into the start it shares with another load point run at the same time (a duet: `StartRendezvous.agree`)."""
+
+    progress: Callable[[str], object] | None = None
+    agree_start: Callable[[int], int] | None = None
+
+
 def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSettings, workdir: Path, *,
-                   arrival: str | None = None, cpus: tuple[int, ...] = (),
-                   counters: Callable[[], float] | None = None,
-                   timings: Callable[[], dict[str, float]] | None = None,
-                   server_cpu_s: Callable[[], float | None] | None = None,
-                   progress: Callable[[str], object] | None = None,
-                   agree_start: Callable[[int], int] | None = None,
+                   cpus: tuple[int, ...] = (), server: ServerWindowReader | None = None,
+                   hooks: PointHooks | None = None,
                    phases: OverloadPhases | None = None) -> tuple[Measurement, Path]:
     """Drive `endpoint` at one load point; return the summary and the path of the merged raw recording.
 
-    `counters`, when given, returns the server's cumulative count of successful requests; `timings`, the
-    server's own cumulative time per part of a request (`measurement.ServerTiming`), scraped at both ends of the
-    measured time (a scrape that fails leaves the point without them, never fails it). `server_cpu_s`, when given,
-    returns the server's cumulative CPU seconds, read at both ends of the measured time too: the server's CPU over
-    exactly the window its throughput is counted in (`Measurement.server_window_cpu_pct`). `progress`, when
-    given, receives one line per measured window as the load point runs (see `WindowProgress`). `agree_start`,
-    when given, turns this load point's proposed start (CLOCK_MONOTONIC ns, once its workers are ready) into the
-    start it shares with another load point run at the same time (a duet: `StartRendezvous`). `phases`, when given,
-    replaces the open loop's steady schedule with an overload phase's (tasks/loadgen/overload.py; `settings` then
-    open loop, no warm-up, `duration_s` the phase's length).
+    `server`, when given, is read before the start, at both ends of the measured time and after the point: the
+    server's own count of successful requests, its timings (`measurement.ServerTiming`; a read that fails leaves
+    the point without them, never fails it) and its CPU time, so its CPU is the one over exactly the window its
+    throughput is counted in (`Measurement.server_window_cpu_pct`). `hooks`: the caller's part while the point
+    runs (`PointHooks`). `phases`, when given, replaces the open loop's steady schedule with an overload phase's
+    (tasks/loadgen/overload.py; `settings` then open loop, no warm-up, `duration_s` the phase's length).
     """
-    if arrival is not None:
-        if arrival not in ARRIVALS:
-            raise LoadTestError(f"arrival={arrival!r}: must be one of {list(ARRIVALS)}")
-        settings = replace(settings, arrival=arrival)
+    hooks = hooks or PointHooks()
     interrupts.check()
     check_reachable(endpoint)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -124,12 +124,12 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
         for index, proc in enumerate(procs):
             _await_ready(proc, index, workdir)
         start_ns = time.monotonic_ns() + START_LEAD_NS
-        if agree_start is not None:
-            start_ns = agree_start(start_ns)
-        if counters is not None or timings is not None or server_cpu_s is not None:
-            scraper = ServerScraper(server_probe(counters, timings, server_cpu_s), start_ns, settings)
+        if hooks.agree_start is not None:
+            start_ns = hooks.agree_start(start_ns)
+        if server is not None:
+            scraper = ServerScraper(server_probe(server), start_ns, settings)
         # the workers' stdout is always drained (a full pipe would block a worker mid-load)
-        windows = WindowProgress(settings, progress or (lambda line: None))
+        windows = WindowProgress(settings, hooks.progress or (lambda line: None))
         readers = []
         for index, proc in enumerate(procs):
             proc.stdin.write(f"{start_ns}\n")
@@ -156,39 +156,36 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     parts = [Recording.load(str(workdir / f"recording{i}.npz")) for i in range(settings.workers)]
     recording = Recording.merge(parts)
     recording.save(str(workdir / "recording.npz"))
-    server = scraper.counts(recording) if scraper is not None and counters is not None else None
-    timing = scraper.timing() if scraper is not None and timings is not None else None
-    cpu_pct = scraper.cpu_pct() if scraper is not None and server_cpu_s is not None else None
+    counts = scraper.counts(recording) if scraper is not None else None
+    timing = scraper.timing() if scraper is not None else None
+    cpu_pct = scraper.cpu_pct() if scraper is not None else None
     latency_from = "sent" if settings.mode == "concurrency" else "scheduled"
-    return (summarize(recording, settings, latency_from=latency_from, server=server, timing=timing,
+    return (summarize(recording, settings, latency_from=latency_from, server=counts, timing=timing,
                       server_window_cpu_pct=cpu_pct),
             workdir / "recording.npz")
 
 
-COUNT = "count"  # the probe's key for the `counters` value
-CPU_S = "cpu_s"  # the probe's key for the `server_cpu_s` value
+COUNT = "count"  # the probe's key for the server's request count
+CPU_S = "cpu_s"  # the probe's key for the server's CPU time
 
 
-def server_probe(counters: Callable[[], float] | None,
-                 timings: Callable[[], dict[str, float]] | None,
-                 cpu_s: Callable[[], float | None] | None = None) -> Callable[[], dict[str, float]]:
+def server_probe(server: ServerWindowReader) -> Callable[[], dict[str, float]]:
     """One scrape of what the server reports: its success counter (errors propagate: the counter is checked
     against the client's), its timings and its CPU time (a failed scrape of either is none: neither is ever worth a
-    load point)."""
+    load point). What the server does not report is absent."""
     def probe() -> dict[str, float]:
-        values = {COUNT: float(counters())} if counters is not None else {}
-        if timings is not None:
-            try:
-                values.update({f"timing.{k}": float(v) for k, v in (timings() or {}).items()})
-            except (OSError, ValueError, KeyError):
-                pass
-        if cpu_s is not None:
-            try:
-                seconds = cpu_s()
-            except (OSError, ValueError, KeyError):
-                seconds = None
-            if seconds is not None:
-                values[CPU_S] = float(seconds)
+        count = server.request_count()
+        values = {COUNT: float(count)} if count is not None else {}
+        try:
+            values.update({f"timing.{k}": float(v) for k, v in (server.timings() or {}).items()})
+        except (OSError, ValueError, KeyError):
+            pass
+        try:
+            seconds = server.cpu_s()
+        except (OSError, ValueError, KeyError):
+            seconds = None
+        if seconds is not None:
+            values[CPU_S] = float(seconds)
         return values
 
     return probe
@@ -336,8 +333,10 @@ class ServerScraper:
             pass
 
     def counts(self, recording: Recording) -> ServerCounts | None:
+        """The server's count against the client's over the measured window and the whole point, where every
+        scrape read the server's counter."""
         s = self.samples
-        if not {"before", "window_start", "window_end", "after"} <= s.keys():
+        if not all(k in s and COUNT in s[k][1] for k in ("before", "window_start", "window_end", "after")):
             return None
         w0, w1 = s["window_start"][0] - recording.t0_ns, s["window_end"][0] - recording.t0_ns
         ok = recording.codes == OK

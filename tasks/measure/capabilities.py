@@ -28,7 +28,7 @@ PROBES_BUDGET_S = 20.0  # every probe of one server life
 EVIDENCE_CHARS = 300
 PASSED, FAILED, NOT_PROBED = "passed", "failed", "not probed"
 
-# wire kind -> (passed, evidence): the served-output check over that wire, run by the caller (measure/session.py)
+# wire kind -> (passed, evidence): the served-output check over that wire, run by the caller (measure/life.py)
 WireCheck = Callable[[str], tuple[bool, str]]
 
 

@@ -34,11 +34,12 @@ from tasks.convert.artifact import Artifact
 from tasks.core.spec import ModelSpec
 from tasks.loadgen.measurement import server_cpu
 from tasks.loadgen.resources import sampler_for
-from tasks.loadgen.run import StartRendezvous, run_load_point
+from tasks.loadgen.run import PointHooks, StartRendezvous, run_load_point
 from tasks.loadgen.settings import LoadSettings
-from tasks.measure.hoststate import HostStateProbe, ServerReader
+from tasks.measure.hoststate import HostStateProbe
+from tasks.measure.point import observe_health
 from tasks.measure.served_check import check_served_outputs
-from tasks.measure.session import observe_health
+from tasks.measure.window_reader import LiveServerWindowReader
 from tasks.serve.base import Server
 from tasks.serve.hostlock import host_lock
 from tasks.serve.launchers.base import Launcher
@@ -111,27 +112,39 @@ def _figures(measurement, sampler) -> dict:
             "generator_cpu_pct": measurement.generator_cpu_pct, "server_cpu_pct": cpu_pct}
 
 
-def _load_point(side: DuetSide, live: LiveServer, settings: DuetSettings, load: LoadSettings, protocol: str | None,
-                workdir: Path, rendezvous: StartRendezvous, out: dict, errors: dict) -> None:
+@dataclass(frozen=True)
+class PairPoint:
+    """One pair's simultaneous load point, the same for both sides: the load and its codec, the generators' CPUs,
+    the common start, and where each side's figures or error go (by its label)."""
+
+    load: LoadSettings
+    protocol: str | None
+    generator_cpus: tuple[int, ...]
+    rendezvous: StartRendezvous
+    figures: dict[str, dict] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _load_point(point: PairPoint, side: DuetSide, live: LiveServer, server: LiveServerWindowReader,
+                workdir: Path) -> None:
     try:
-        endpoint = live.server.wire_endpoint(live.endpoint, protocol)
+        endpoint = live.server.wire_endpoint(live.endpoint, point.protocol)
         with sampler_for(live.handle) as sampler:
-            measurement, _ = run_load_point(endpoint, side.spec, load, workdir, cpus=settings.generator_cpus,
-                                            server_cpu_s=ServerReader(live.handle).cpu_s,
-                                            agree_start=rendezvous.agree)
-        out[side.label] = _figures(measurement, sampler)
+            measurement, _ = run_load_point(endpoint, side.spec, point.load, workdir, cpus=point.generator_cpus,
+                                            server=server, hooks=PointHooks(agree_start=point.rendezvous.agree))
+        point.figures[side.label] = _figures(measurement, sampler)
     except BaseException as exc:  # noqa: BLE001 - reported by the caller; the other side's rendezvous breaks too
-        errors[side.label] = f"{type(exc).__name__}: {exc}"
-        rendezvous.abort()
+        point.errors[side.label] = f"{type(exc).__name__}: {exc}"
+        point.rendezvous.abort()
 
 
 @contextmanager
 def pair_probes(sides: list[DuetSide], lives: dict[str, LiveServer],
                 settings: DuetSettings) -> Iterator[dict[str, HostStateProbe]]:
     """One host-state probe per side, all over one window around the whole pair, each counting the other server as
-    ours. A probe of each side's own load point would end when that side's ended, before the other side's generator
-    workers were reaped (a child's CPU is ours only once reaped): on a busy host one side read their start-up as
-    other work, about 10 points more than the other side, and the pair was set aside (3 pairs of 4 in one duet)."""
+    ours. The window is the pair's, not each side's own load point: a side's point ends before the other side's
+    generator workers are reaped (a child's CPU is ours only once reaped), so a probe of it would read their
+    start-up as other work, and the two sides of a pair would disagree about the host."""
     with ExitStack() as stack:
         yield {side.label: stack.enter_context(HostStateProbe(
             lives[side.label].handle, settings.server_cpus, settings.generator_cpus,
@@ -142,20 +155,20 @@ def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str
              settings: DuetSettings, scratch: Path) -> tuple[DuetPair | None, str | None]:
     """One simultaneous load point of both sides (the first of `sides` starts its generator first)."""
     # the pair's servers are fresh: their first second (first inferences, arenas, thread pools) is warm-up, however
-    # short the cell's own (0.3 s warm-ups left a start-up tail in 1 s points: CPU ratios of 0.08-145 in one duet)
+    # short the cell's own (a shorter warm-up leaves their start-up inside the measured window)
     load = settings.loads[load_index]
     load = replace(load, warmup_s=max(load.warmup_s, FRESH_SERVER_WARMUP_S))
     protocol = settings.protocols[load_index] if load_index < len(settings.protocols) else None
-    rendezvous = StartRendezvous(len(sides))
-    out: dict[str, dict] = {}
-    errors: dict[str, str] = {}
+    point = PairPoint(load, protocol, settings.generator_cpus, StartRendezvous(len(sides)))
+    out, errors = point.figures, point.errors
     threads = []
     limit_s = load.warmup_s + load.duration_s + load.request_timeout_s + 120.0
     with pair_probes(sides, lives, settings) as probes:
         for side in sides:
             workdir = Path(tempfile.mkdtemp(prefix=f"duet-{side.label}-", dir=scratch))
-            thread = threading.Thread(target=_load_point, args=(side, lives[side.label], settings, load, protocol,
-                                                                workdir, rendezvous, out, errors), daemon=True)
+            reader = LiveServerWindowReader(probes[side.label].server)  # the CPU alone, read by the side's probe
+            thread = threading.Thread(target=_load_point, args=(point, side, lives[side.label], reader, workdir),
+                                      daemon=True)
             thread.start()
             threads.append(thread)
         deadline = time.monotonic() + limit_s
@@ -208,8 +221,7 @@ def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSetting
     `decided(load index, that load's pairs)` or the budget. Every pair has servers of its own, started in the
     pair's order (reference first, then candidate first, ...): whatever one server life or the start order does
     to a server's speed varies from pair to pair, where the paired test sees it as noise, instead of being shared
-    by every pair of the duet and read as the change (on Triton, 8 equal nights of the heavy MLP read the candidate,
-    then always started second, 8 to 15 % faster, each duet's pairs within 2 %; docs/regressions.md)."""
+    by every pair of the duet and read as the change."""
     result = DuetResult()
     sides = [reference, candidate]
     scratch = Path(tempfile.mkdtemp(prefix="duet-", dir=settings.log_dir.parent))

@@ -9,7 +9,7 @@ settled by the night's duets (tasks/regress/duets.py) on the host that measured 
 The history comparison stays for what a duet cannot see, the environment (kernel, host, driver, noisy neighbours):
 the control cell's figures against its own baseline nights (tasks/regress/detect.py, Holm at ALPHA_NIGHT), each
 record of `kind` `environment` with the verdict `environment` when the control moved beyond its noise, never a
-stack's regression. Parity (deterministic) is compared with history as before.
+stack's regression. Parity (deterministic) is compared with history: its largest earlier error on this host.
 
 History hygiene: only runs strictly before the run's logical date (so a backfill never sees later nights), at most
 HISTORY_MAX_RUNS of them, less every run or cell excluded by an annotation (`tasks.regress.annotations`); a night

@@ -32,10 +32,10 @@ ALPHA_DUET = 0.05  # family-wise error rate of a night's duet tests (Bonferroni 
 NOISE_FLOOR = {"server_cpu_us_per_request": 0.01, "throughput_rps": 0.01, "latency_ms_p50": 0.015,
                "latency_ms_p99": 0.05}
 DEFAULT_NOISE_FLOOR = 0.02
-# (server, format) -> the share of a real change a duet shows, per metric family ("cpu", "throughput",
-# "latency"); measured by benchmarks/duet_nights.py. Stacks not listed use DEFAULT_PASS_THROUGH.
-# Empty on purpose: the shares measured on 2026-12-03 (custom/onnx 0.61, triton/onnx 1.0) raise Triton's threshold to
-# the whole minimum effect, where a 5 % step is found about half the time (docs/regressions.md, "What it finds").
+# (server, format) -> the share of a real change a duet shows (benchmarks/duet_nights.py measures it per stack).
+# Stacks not listed use DEFAULT_PASS_THROUGH. Empty on purpose: a stack whose measured share is near 1 (Triton's
+# is) would have its threshold raised to the whole minimum effect, where a step of that size is found only about
+# half the time (docs/regressions.md); the default keeps every stack at half the minimum effect.
 PASS_THROUGH: dict[tuple[str, str], float] = {}
 DEFAULT_PASS_THROUGH = 0.5
 

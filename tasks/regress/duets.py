@@ -4,13 +4,13 @@ measured it, after tonight's A/A duet of the control cell has measured the duet'
     planned = plan_duets(references, plan)              # in the regression check (tasks/regress/check.py)
     regressions = run_duets(started, conversions, regressions, host=...)   # one task per measuring host
 
-A duet group is one server session's changed cells that share their reference night: both servers start once and
-each cell's load point gets its own pairs (tasks/measure/duet.py). Each side is built from its inputs record
-(tasks/measure/inputs.py): the artifact from this host's cache or the store, the spec and serving options as they
-were, the runtime folder from the checkout or, when it changed, the reference's snapshot in the store with a venv
-built from its requirements (or, in a container, the image it ran). A reference that cannot be had again is
-reported as such (`unconfirmed`, with the reason), never silently skipped. Both sides are driven by tonight's
-load generator.
+A duet group is one server session's changed cells that share their reference night: each cell's load point gets its
+own pairs, and every pair runs on two servers started fresh for it (tasks/measure/duet.py). Each side is built from
+its inputs record (tasks/measure/inputs.py): the artifact from this host's cache or the store, the spec and serving
+options as they were, the runtime folder from the checkout or, when it changed, the reference's snapshot in the
+store with a venv built from its requirements (or, in a container, the image it ran). A reference that cannot be had
+again is reported as such (`unconfirmed`, with the reason), never silently skipped. Both sides are driven by
+tonight's load generator.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ estimated on the log scale (changes are relative) from three sources:
   prior for this host;
 - the history of every cell of the same server on that host, pooled the same way, with the host's spread as
   its prior;
-- the cell's own history, where the server's cells are not equally quiet (`cell_noises`): on the 2-core VM
-  the MLP's concurrency-1 cells moved 15-24 % night to night and its concurrency-4 cells 3-5 %, and one pooled
+- the cell's own history, where the server's cells are not equally quiet (`cell_noises`): a model's
+  concurrency-1 cells can move several times as much night to night as its concurrency-4 cells, and one pooled
   spread is then too wide for the quiet cells (a real step goes unseen) and too narrow for the noisy ones
   (false alarms). So the cells are pooled only while they agree: when Bartlett's test finds their variances
   different (at HETEROGENEITY_ALPHA), each cell's variance is moderated towards the cells' typical one as in
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from tasks.core.metrics import DEFAULT_PRIOR_NOISE, METRICS, metrics_where, number
 
 # log-scale standard deviation of one night's value when nothing changed, on a quiet host: the lower end of
-# what the recorded real nights showed (benchmarks/regression_nights.py). Deliberately a quiet host's: a noisy
+# what recorded real nights show (benchmarks/regression_nights.py). Deliberately a quiet host's: a noisy
 # host's own pooled nights outweigh it within a few nights, while a prior as loud as a shared VM's would blind
 # the check on a quiet one.
 # (`Metric.prior_noise` in tasks/core/metrics.py)

@@ -13,7 +13,7 @@ Classes, written down:
 
 An overload row is `ok` when the phase ran, requests were sent and the server is alive and ready after it: shedding,
 queueing and a slow recovery are what the row reports, not faults of the measurement. The row never counts as a
-steady load point (its throughput and latency columns stay empty; tasks/measure/session.py).
+steady load point (its throughput and latency columns stay empty; tasks/measure/overload.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-import tasks.measure.session as session_module
+import tasks.measure.point as point_module
 from tasks.cli.main import main
 from tasks.store.s3 import S3Store
 from tests.dagrun import fast_conf, read_json_object, read_run, results_frame
@@ -47,7 +47,7 @@ def cli_env(embedded_s3, monkeypatch):
 
 def test_a_point_with_its_core_taken_is_re_measured_then_published_contended(cli_env, embedded_s3, bucket,
                                                                               monkeypatch, capsys):
-    real_run_point = session_module._run_point
+    real_run_point = point_module.run_point
     spun: list[tuple[int, ...]] = []
 
     def run_point(ctx, life, cell):  # the spinners run during every measurement of the concurrency-2 point
@@ -58,7 +58,7 @@ def test_a_point_with_its_core_taken_is_re_measured_then_published_contended(cli
         with spinning(cpus):
             return real_run_point(ctx, life, cell)
 
-    monkeypatch.setattr(session_module, "_run_point", run_point)
+    monkeypatch.setattr(point_module, "run_point", run_point)
     conf = fast_conf(bucket, concurrencies=[1, 2], **JUDGED)
     code = main(["run", "--run-id", "contended-run", "--conf", json.dumps(conf)])
     captured = capsys.readouterr()

@@ -51,9 +51,9 @@ def test_container_killed_mid_load_fails_its_cell(tmp_path, monkeypatch, project
                                     "duration_s": 2.0, "warmup_s": 0.5, "window_s": 0.5, "ready_timeout_s": 60,
                                     "server_memory": "1g", **HOST_NOT_JUDGED})
     (session,) = make_plan(config).sessions
-    import tasks.measure.session
+    import tasks.measure.point
 
-    real_load_point = tasks.measure.session.run_load_point
+    real_load_point = tasks.measure.point.run_load_point
     killed: list[str] = []
 
     def load_point_with_a_kill(*args, **kwargs):
@@ -63,7 +63,7 @@ def test_container_killed_mid_load_fails_its_cell(tmp_path, monkeypatch, project
             threading.Timer(KILL_AFTER_S, container.kill).start()
         return real_load_point(*args, **kwargs)
 
-    monkeypatch.setattr(tasks.measure.session, "run_load_point", load_point_with_a_kill)
+    monkeypatch.setattr(tasks.measure.point, "run_load_point", load_point_with_a_kill)
     out = measure_session(session, [conversion("mlp", "onnx")], run_context(run_id, tmp_path / "run"), config)
     rows = sorted(out["rows"], key=lambda r: r["load"])
     assert killed and [r["load"] for r in rows] == [1.0, 2.0, 4.0]

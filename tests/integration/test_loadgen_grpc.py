@@ -36,16 +36,16 @@ def test_triton_grpc_closed_and_open_loop_counts_agree_with_server(triton_grpc, 
     from tasks.loadgen.recording import Recording
     from tasks.loadgen.run import run_load_point
     from tasks.loadgen.settings import LoadSettings
+    from tasks.measure.hoststate import ServerReader
+    from tasks.measure.window_reader import LiveServerWindowReader
     from tests.integration.test_loadgen_servers import _check_counts
 
-    server, live, endpoint = triton_grpc
-
-    def counter() -> float:
-        return server.server_side_counts(live.endpoint)["nv_inference_request_success"]
+    _, live, endpoint = triton_grpc
+    reader = LiveServerWindowReader(ServerReader(live.handle), live)  # Triton's counter, read over REST
 
     for i, settings in enumerate((LoadSettings(mode="concurrency", load=4, **SHORT),
                                   LoadSettings(mode="rate", load=100, arrival="poisson", seed=5, **SHORT))):
-        measurement, path = run_load_point(endpoint, mlp_spec, settings, tmp_path / str(i), counters=counter)
+        measurement, path = run_load_point(endpoint, mlp_spec, settings, tmp_path / str(i), server=reader)
         _check_counts(measurement, settings)
         assert measurement.latency_from == ("sent" if settings.mode == "concurrency" else "scheduled")
         assert measurement.server_requests == pytest.approx(measurement.server_client_requests, rel=0.02)

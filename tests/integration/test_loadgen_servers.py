@@ -13,8 +13,10 @@ import pytest
 
 from tasks.loadgen.measurement import GENERATOR_SATURATED_MIN_LATE, latencies_ms
 from tasks.loadgen.recording import Recording
-from tasks.loadgen.run import run_load_point
+from tasks.loadgen.run import PointHooks, run_load_point
 from tasks.loadgen.settings import LoadSettings
+from tasks.measure.hoststate import ServerReader
+from tasks.measure.window_reader import LiveServerWindowReader
 from tasks.runtimes.ports import free_port
 from tasks.serve.base import Endpoint
 from tasks.serve.launchers.process import ProcessLauncher
@@ -68,7 +70,6 @@ def _check_counts(measurement, settings: LoadSettings) -> None:
 
 
 def test_custom_server_closed_and_open_loop_counts(mlp_onnx, mlp_spec, log_dir, tmp_path):
-    from tasks.measure.hoststate import ServerReader
     from tasks.serve.servers import get_server
 
     with server_session(get_server("custom"), mlp_onnx, mlp_spec, ProcessLauncher(),
@@ -80,7 +81,7 @@ def test_custom_server_closed_and_open_loop_counts(mlp_onnx, mlp_spec, log_dir, 
                                       LoadSettings(mode="rate", load=100, workers=2, **SHORT))):
             before = reader.cpu_s()
             measurement, _ = run_load_point(live.endpoint, mlp_spec, settings, tmp_path / str(i),
-                                            server_cpu_s=reader.cpu_s)
+                                            server=LiveServerWindowReader(reader))
             whole_point_s = reader.cpu_s() - before
             _check_counts(measurement, settings)
             assert measurement.workers == settings.workers
@@ -170,12 +171,10 @@ def test_triton_server_side_count_agrees_with_client(mlp_onnx, mlp_spec, log_dir
     with server_session(server, mlp_onnx, mlp_spec, ProcessLauncher(),
                         SessionSettings(run_id="test", session_id="loadgen-triton", log_dir=log_dir,
                                         ready_timeout_s=READY_TIMEOUT_S)) as live:
-        def counter() -> float:
-            return server.server_side_counts(live.endpoint)["nv_inference_request_success"]
-
+        reader = LiveServerWindowReader(ServerReader(live.handle), live)
         for i, settings in enumerate((LoadSettings(mode="concurrency", load=4, **SHORT),
                                       LoadSettings(mode="rate", load=100, **SHORT))):
-            measurement, path = run_load_point(live.endpoint, mlp_spec, settings, tmp_path / str(i), counters=counter)
+            measurement, path = run_load_point(live.endpoint, mlp_spec, settings, tmp_path / str(i), server=reader)
             _check_counts(measurement, settings)
             assert measurement.server_requests is not None
             assert measurement.server_requests == pytest.approx(measurement.server_client_requests, rel=0.02)
@@ -192,7 +191,8 @@ def test_workers_start_from_any_working_directory(tmp_path, mlp_spec, monkeypatc
     with fake_server() as endpoint:
         monkeypatch.chdir(tmp_path)
         monkeypatch.delenv("PYTHONPATH", raising=False)
-        measurement, _ = run_load_point(endpoint, mlp_spec, settings, tmp_path / "work", progress=progress.append)
+        measurement, _ = run_load_point(endpoint, mlp_spec, settings, tmp_path / "work",
+                                        hooks=PointHooks(progress=progress.append))
     _check_counts(measurement, settings)
     assert len(progress) == 2 and progress[0].startswith("window 1/2: concurrency 2, ")  # one line per window
 
@@ -213,7 +213,7 @@ def test_every_window_line_is_reported_before_the_load_point_returns(tmp_path, m
     progress: list[str] = []
     settings = LoadSettings(mode="concurrency", load=2, duration_s=1.5, warmup_s=0.2, window_s=0.5, workers=2)
     with fake_server() as endpoint:
-        run_load_point(endpoint, mlp_spec, settings, tmp_path / "work", progress=progress.append)
+        run_load_point(endpoint, mlp_spec, settings, tmp_path / "work", hooks=PointHooks(progress=progress.append))
     assert [line.split(":")[0] for line in progress] == ["window 1/3", "window 2/3", "window 3/3"]
 
 

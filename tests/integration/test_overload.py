@@ -51,9 +51,9 @@ def test_a_server_killed_in_its_burst_fails_that_cell_with_its_log_tail(tmp_path
 
     import psutil
 
-    import tasks.measure.session
+    import tasks.measure.point
 
-    real_load_point = tasks.measure.session.run_load_point
+    real_load_point = tasks.measure.point.run_load_point
     killed: list[int] = []
 
     def kill_the_server() -> None:
@@ -72,7 +72,7 @@ def test_a_server_killed_in_its_burst_fails_that_cell_with_its_log_tail(tmp_path
             threading.Timer(phases.burst_start_s + 1.0, kill_the_server).start()
         return real_load_point(*args, **kwargs)
 
-    monkeypatch.setattr(tasks.measure.session, "run_load_point", load_point_with_a_kill)
+    monkeypatch.setattr(tasks.measure.point, "run_load_point", load_point_with_a_kill)
     steady, gentle, hardest = run_session(tmp_path, mlp_onnx)
     assert killed
     assert steady["status"] == "ok", steady["reason"]

@@ -144,16 +144,16 @@ def test_server_crashing_at_startup_fails_fast_and_run_is_partial(run_dag, regis
 
 
 def test_cleanup_when_the_load_test_raises(run_dag, bucket, store_for, monkeypatch):
-    import tasks.measure.session
+    import tasks.measure.point
 
-    real_load_point = tasks.measure.session.run_load_point
+    real_load_point = tasks.measure.point.run_load_point
 
     def broken_load_point(endpoint, spec, settings, *args, **kwargs):
         if settings.load == 1:
             raise RuntimeError("injected load-generator failure")
         return real_load_point(endpoint, spec, settings, *args, **kwargs)
 
-    monkeypatch.setattr("tasks.measure.session.run_load_point", broken_load_point)
+    monkeypatch.setattr("tasks.measure.point.run_load_point", broken_load_point)
     temp_before = session_temp_dirs()
     dag_run = run_dag(fast_conf(bucket, concurrencies=[1, 2], fail_on_cell_failure=False))
     assert dag_run.state == "success"  # fail_on_cell_failure=false: published partial, run not failed
@@ -171,7 +171,7 @@ def test_a_run_that_measured_nothing_is_published_as_failed(run_dag, bucket, sto
     def broken_load_point(*args, **kwargs):
         raise RuntimeError("injected load-generator failure")
 
-    monkeypatch.setattr("tasks.measure.session.run_load_point", broken_load_point)
+    monkeypatch.setattr("tasks.measure.point.run_load_point", broken_load_point)
     dag_run = run_dag(fast_conf(bucket, concurrencies=[1], fail_on_cell_failure=False))
     assert dag_run.state == "failed"  # nothing measured is not a partial result, whatever fail_on_cell_failure says
     _, manifest = read_run(store_for(bucket))

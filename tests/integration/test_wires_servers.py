@@ -12,9 +12,11 @@ import pytest
 
 from tasks.loadgen.run import run_load_point
 from tasks.loadgen.settings import LoadSettings
+from tasks.measure.hoststate import ServerReader
 from tasks.measure.lifecycle import LIFECYCLE_COLUMNS
+from tasks.measure.point import load_endpoint
 from tasks.measure.served_check import check_served_outputs
-from tasks.measure.session import load_endpoint, server_timings
+from tasks.measure.window_reader import LiveServerWindowReader
 from tasks.serve.launchers.process import ProcessLauncher
 from tasks.serve.servers import get_server
 from tasks.serve.session import SessionSettings, server_session
@@ -37,7 +39,7 @@ def measure_wires(name: str, artifact, spec, log_dir, tmp_path) -> dict:
             endpoint = load_endpoint(live, wire.codec)
             check = check_served_outputs(wire.codec, endpoint, spec, artifact, max_batch_size=8)
             measurement, _ = run_load_point(endpoint, spec, LoadSettings(**POINT), tmp_path / kind,
-                                            timings=server_timings(live))
+                                            server=LiveServerWindowReader(ServerReader(live.handle), live))
             out[kind] = (check, measurement)
     return out
 

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from tasks.core.results import SCHEMA_VERSION
-from tasks.measure import session as measure
+from tasks.measure import sweep as measure_sweep
+from tasks.measure.context import ServerLife, SessionContext, base_row
 from tasks.pipeline import collect_results
 from tasks.plan.cells import expected_rows, make_plan
 from tasks.plan.config import RunConfig
@@ -20,12 +21,12 @@ def _fake_points(monkeypatch, capacity_rps: float):
         load = cell.load
         rps = min(load * 1000.0, capacity_rps) if cell.mode == "concurrency" else min(load, capacity_rps)
         p99 = 1.0 + max(0.0, load * (1000.0 if cell.mode == "concurrency" else 1.0) / capacity_rps - 1) * 50
-        row = {**measure.base_row(ctx.run, cell), "status": "ok", "throughput_rps": rps, "latency_ms_p99": p99}
+        row = {**base_row(ctx.run, cell), "status": "ok", "throughput_rps": rps, "latency_ms_p99": p99}
         m = SimpleNamespace(throughput_rps=rps, latency_ms_p99=p99, requests=100, error_rate=0.0,
                             generator_saturated=False)
         return row, m
 
-    monkeypatch.setattr(measure, "_measure_point", fake_point)
+    monkeypatch.setattr(measure_sweep, "measure_point", fake_point)
 
 
 RUN = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": SCHEMA_VERSION, "code": {},
@@ -33,12 +34,12 @@ RUN = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": 
 
 
 def sweep(config: RunConfig, timeline: dict | None = None) -> tuple[list[dict], object]:
-    """The plan's one sweep cell measured by `_measure_sweep` (its points faked by `_fake_points`)."""
+    """The plan's one sweep cell measured by `measure_sweep` (its points faked by `_fake_points`)."""
     plan = make_plan(config)
     (session,) = plan.sessions
-    ctx = measure.SessionContext(session, RUN, config, budget=None, artifact=None, spec=None)
-    life = measure.ServerLife(live=None, served={}, timeline=timeline if timeline is not None else {"cells": {}})
-    return measure._measure_sweep(ctx, life, session.cells[0]), plan
+    ctx = SessionContext(session, RUN, config, budget=None, artifact=None, spec=None)
+    life = ServerLife(live=None, served={}, timeline=timeline if timeline is not None else {"cells": {}})
+    return measure_sweep.measure_sweep(ctx, life, session.cells[0]), plan
 
 
 def test_a_sweep_cell_yields_one_row_per_point_with_unique_keys(monkeypatch):

@@ -42,6 +42,8 @@ WITHOUT_UNIT_FILE = {
                            "tests/integration/test_pipeline_dag.py",
     "tasks.core.names": "safe run ids and refused names: tests/reliability/test_input_faults.py",
     "tasks.core.paths": "where things are, used throughout, e.g. tests/integration/test_convert.py",
+    "tasks.loadgen.window_reader": "an interface: its test double in tests/unit/loadgen/test_run.py, its live "
+                                   "implementation in tests/unit/measure/test_window_reader.py",
     "tasks.loadgen.grpc_engine": "gRPC load against a real Triton: tests/integration/test_loadgen_grpc.py, "
                                  "tests/integration/test_wires_servers.py",
     "tasks.loadgen.protocols.base": "codec constants and base class, through every codec's unit file, "
@@ -61,8 +63,14 @@ WITHOUT_UNIT_FILE = {
                                   "tests/integration/test_pipeline_dag.py",
     "tasks.measure.served_check": "served outputs against the reference: tests/integration/test_wires_servers.py",
     "tasks.measure.session": "a whole session: tests/integration/test_pipeline_dag.py, "
-                             "tests/integration/test_contention.py; parts in tests/unit/measure/test_hoststate.py, "
-                             "tests/unit/loadgen/test_overload.py, tests/unit/test_pipeline.py",
+                             "tests/integration/test_contention.py, tests/integration/test_overload.py",
+    "tasks.measure.context": "a session's shared state, built by tests/unit/test_pipeline.py; a real one in "
+                             "tests/integration/test_pipeline_dag.py",
+    "tasks.measure.life": "one server life: tests/integration/test_pipeline_dag.py, "
+                          "tests/integration/test_overload.py, tests/integration/test_docker_faults.py",
+    "tasks.measure.sweep": "a sweep cell over faked points: tests/unit/test_pipeline.py; real ones in "
+                           "tests/integration/test_celery_hosts.py",
+    "tasks.measure.tune": "a tuning search on real stacks: tests/integration/test_tune_servers.py",
     "tasks.plan.config": "RunConfig, checked by the plan's unit files, e.g. tests/unit/plan/test_cells.py, "
                          "tests/unit/test_dag_integrity.py",
     "tasks.plan.control": "the control cell's A/A duet: tests/integration/test_regress_pipeline.py",
@@ -110,7 +118,7 @@ WITHOUT_UNIT_FILE = {
 }
 # Unit files that check the repository rather than one module (tests/unit/test_<name>.py).
 REPOSITORY_CHECKS = {"test_dag_integrity.py", "test_docs_links.py", "test_layers.py", "test_test_layout.py",
-                     "test_published_columns.py", "test_report_golden.py"}
+                     "test_published_columns.py", "test_report_golden.py", "test_code_shape.py"}
 
 
 def modules() -> dict[str, Path]:

@@ -59,6 +59,7 @@ from tasks.runtimes.venvs import RuntimeEnv, ensure_runtime
 from tasks.serve.base import HTTP_PROBE_TIMEOUT_S, Endpoint, RunSpec, Server, Wire, link_or_copy
 from tasks.serve.capabilities import Capability, Probe
 from tasks.serve.knobs import WITH_BATCHING, Knob
+from tasks.serve.options import ServingOptions
 from tasks.serve.prometheus import samples, total
 
 IMAGE = project_image("triton")  # built here from docker/triton/ (the wheel's server, python backend)
@@ -108,23 +109,23 @@ def _tensor_block(kind: str, tensors: tuple[TensorSpec, ...]) -> str:
     return f"{kind} [\n" + ",\n".join(rows) + "\n]\n"
 
 
-def model_config(name: str, spec: ModelSpec, *, max_batch_size: int, dynamic_batching: bool, batch_delay_us: int,
-                 instances: int, kind: str, platform: str = "", backend: str = "",
-                 parameters: dict[str, str] | None = None, preferred_batch_sizes: tuple[int, ...] = ()) -> str:
-    """A Triton `config.pbtxt` (text protobuf) for one model with a batch axis."""
+def model_config(name: str, spec: ModelSpec, opts: ServingOptions, *, kind: str, platform: str = "",
+                 backend: str = "", parameters: dict[str, str] | None = None) -> str:
+    """A Triton `config.pbtxt` (text protobuf) for one model with a batch axis, batched and instanced as `opts`
+    says (max_batch_size, dynamic_batching, batch_delay_us, preferred_batch_sizes, instances)."""
     if bool(platform) == bool(backend):
         raise ConfigError("model_config platform/backend", (platform, backend), "exactly one must be given")
     if kind not in ("KIND_CPU", "KIND_GPU"):
         raise ConfigError("instance_group kind", kind, "must be KIND_CPU or KIND_GPU")
     text = f'name: "{name}"\n'
     text += f'platform: "{platform}"\n' if platform else f'backend: "{backend}"\n'
-    text += f"max_batch_size: {max_batch_size}\n"
+    text += f"max_batch_size: {opts.max_batch_size}\n"
     text += _tensor_block("input", spec.inputs) + _tensor_block("output", spec.outputs)
-    if dynamic_batching:
-        preferred = (f" preferred_batch_size: [ {', '.join(str(b) for b in preferred_batch_sizes)} ]"
-                     if preferred_batch_sizes else "")
-        text += f"dynamic_batching {{ max_queue_delay_microseconds: {batch_delay_us}{preferred} }}\n"
-    text += f"instance_group [ {{ count: {instances} kind: {kind} }} ]\n"
+    if opts.dynamic_batching:
+        preferred = (f" preferred_batch_size: [ {', '.join(str(b) for b in opts.preferred_batch_sizes)} ]"
+                     if opts.preferred_batch_sizes else "")
+        text += f"dynamic_batching {{ max_queue_delay_microseconds: {opts.batch_delay_us}{preferred} }}\n"
+    text += f"instance_group [ {{ count: {opts.instances} kind: {kind} }} ]\n"
     for key, value in (parameters or {}).items():
         text += f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}\n'
     return text
@@ -189,21 +190,18 @@ class TritonServer(Server):
         """config.pbtxt of the native repository, or of the python-backend repository."""
         self.check_format(fmt)
         opts = self.options
-        common = {"max_batch_size": opts.max_batch_size, "dynamic_batching": opts.dynamic_batching,
-                  "batch_delay_us": opts.batch_delay_us, "instances": opts.instances,
-                  "preferred_batch_sizes": opts.preferred_batch_sizes}
         name = self.model_name(spec)
         if python_backend:
             if fmt not in PYTHON_ENGINES:
                 raise ConfigError("format", fmt, f"the python backend serves only {sorted(PYTHON_ENGINES)}")
             params = {"engine": PYTHON_ENGINES[fmt], "model_filename": NATIVE[fmt][1],
                       "num_threads": str(opts.threads_per_instance)}
-            return model_config(name, spec, backend="python", kind="KIND_CPU", parameters=params, **common)
+            return model_config(name, spec, opts, backend="python", kind="KIND_CPU", parameters=params)
         kind = "KIND_GPU" if opts.device == "gpu" else "KIND_CPU"
         platform = NATIVE[fmt][0]
         params = {NATIVE_THREAD_PARAMETER[platform]: str(opts.threads_per_instance)} \
             if platform in NATIVE_THREAD_PARAMETER and opts.device == "cpu" else None
-        return model_config(name, spec, platform=platform, kind=kind, parameters=params, **common)
+        return model_config(name, spec, opts, platform=platform, kind=kind, parameters=params)
 
     def write_layout(self, artifact: Artifact, spec: ModelSpec, workdir: Path) -> Path:
         self.check_format(artifact.format)

@@ -11,7 +11,7 @@ from tasks.plan.config import RunConfig
 
 
 def measured_row(cpu_pct: float, rps: float, batch: int = 1, device: str = "cpu") -> dict:
-    """A row as `tasks.measure.session` fills it: the server's CPU per request from its CPU use and throughput."""
+    """A row as `tasks.measure.point` fills it: the server's CPU per request from its CPU use and throughput."""
     return {"server_cpu_pct": cpu_pct, "throughput_rps": rps, "throughput_sps": rps * batch, "batch_size": batch,
             "device": device, "server_cpu_us_per_request": cpu_pct / 100.0 / rps * 1e6}
 

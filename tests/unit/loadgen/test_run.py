@@ -32,14 +32,31 @@ def test_unreachable_endpoint_fails_before_load(tmp_path):
     assert not list(tmp_path.glob("recording*"))
 
 
+class Reader:
+    """A server's reader (tasks.loadgen.window_reader.ServerWindowReader) made of functions; one not given reads
+    nothing."""
+
+    def __init__(self, count=None, timings=None, cpu=None) -> None:
+        self._count, self._timings, self._cpu = count, timings, cpu
+
+    def request_count(self) -> float | None:
+        return self._count() if self._count else None
+
+    def timings(self) -> dict | None:
+        return self._timings() if self._timings else None
+
+    def cpu_s(self) -> float | None:
+        return self._cpu() if self._cpu else None
+
+
 def test_a_timing_scrape_that_fails_never_fails_the_point():
     def broken() -> dict:
         raise OSError("connection refused")
 
-    assert server_probe(lambda: 5.0, broken)() == {"count": 5.0}
-    assert server_probe(None, lambda: {"requests": 2, "infer_ms": 3.0})() == {"timing.requests": 2.0,
-                                                                               "timing.infer_ms": 3.0}
-    assert server_probe(None, None, broken)() == {} and server_probe(None, None, lambda: None)() == {}
+    assert server_probe(Reader(count=lambda: 5.0, timings=broken))() == {"count": 5.0}
+    assert server_probe(Reader(timings=lambda: {"requests": 2, "infer_ms": 3.0}))() == {"timing.requests": 2.0,
+                                                                                         "timing.infer_ms": 3.0}
+    assert server_probe(Reader(cpu=broken))() == {} and server_probe(Reader(cpu=lambda: None))() == {}
 
 
 def test_the_server_cpu_is_read_over_the_measured_window_only():
@@ -53,10 +70,10 @@ def test_the_server_cpu_is_read_over_the_measured_window_only():
         now = min(max(time.monotonic_ns(), window[0]), window[1])
         return 0.5 * (now - window[0]) / 1e9
 
-    scraper = ServerScraper(server_probe(None, None, cpu_s), start_ns, settings)
+    scraper = ServerScraper(server_probe(Reader(cpu=cpu_s)), start_ns, settings)
     time.sleep((window[1] - time.monotonic_ns()) / 1e9 + 0.1)
     scraper.finish()
     assert scraper.cpu_pct() == pytest.approx(50.0, abs=3.0)
-    no_reader = ServerScraper(server_probe(None, None, None), start_ns, settings)
+    no_reader = ServerScraper(server_probe(Reader()), start_ns, settings)
     no_reader.finish()
     assert no_reader.cpu_pct() is None

@@ -1,10 +1,9 @@
 """The host's state over a load point (tasks/measure/hoststate.py): other work, the server's CPUs, pressure, the
-files it reads, a real probe, a duet's sides; the run config's host-state params; a contended point re-measured.
-The judgement of a state is in tests/unit/validate/test_outcome.py."""
+files it reads, a real probe, a duet's sides; the run config's host-state params. A contended point re-measured:
+tests/unit/measure/test_point.py; the judgement of a state: tests/unit/validate/test_outcome.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,11 +13,9 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-import tasks.measure.session as session_module
 from tasks.core.errors import ConfigError
 from tasks.measure.hoststate import (
     CpuTime,
-    HostState,
     HostStateProbe,
     Reading,
     host_state,
@@ -27,11 +24,7 @@ from tasks.measure.hoststate import (
     read_proc_stat,
     thread_waits_ns,
 )
-from tasks.plan.cells import Cell
 from tasks.plan.config import RunConfig
-from tasks.validate.outcome import (
-    ServerHealth,
-)
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -191,49 +184,3 @@ def test_each_side_of_a_duet_records_the_host_state_counting_the_other_server_as
     candidate = probes["candidate"].result  # the same window: the two sides read the same other work
     assert candidate.server_cpus_neighbour_pct == pytest.approx(ours.server_cpus_neighbour_pct, abs=5)
     assert 10 < candidate.server_cpu_share_pct < 90
-
-
-def _state(neighbour: float) -> HostState:
-    return HostState(window_s=2.0, cores=2, server_cores=1, neighbour_cpu_pct=neighbour, steal_pct=1.0,
-                     server_cpus_neighbour_pct=5.0, server_cpu_share_pct=80.0, server_cpu_wait_pct=2.0,
-                     host_cpu_pressure_pct=None, load_avg_1m=1.0)
-
-
-@pytest.mark.parametrize(("neighbours", "status", "remeasured"), [
-    ((5.0,), "ok", False),  # quiet: measured once
-    ((62.0, 8.0), "ok", True),  # contended, then quiet: the second measurement's figures, ok
-    ((62.0, 58.0), "contended", True),  # contended twice: kept, marked, both readings in the reason
-])
-def test_a_contended_point_is_measured_again_once_then_judged(monkeypatch, neighbours, status, remeasured):
-    runs = iter(neighbours)
-    calls = []
-
-    def fake_run_point(ctx, life, cell):
-        neighbour = next(runs)
-        calls.append(neighbour)
-        measurement = SimpleNamespace(to_dict=lambda: {"requests": 100, "errors": 0, "error_rate": 0.0,
-                                                       "errors_by_kind": {}})
-        state = _state(neighbour)
-        return session_module.PointRun({"throughput_rps": 1000.0 - neighbour, **state.row_fields(),
-                                        "host_state": state.to_json()}, measurement, None, state,
-                                       ServerHealth(None, True))
-
-    monkeypatch.setattr(session_module, "_run_point", fake_run_point)
-    run = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": "1.5", "code": {}, "host": {}}
-    ctx = SimpleNamespace(config=RunConfig(quiet_wait_s=0.0), run=run,
-                          budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)))
-    live = SimpleNamespace(server=SimpleNamespace(name="custom"), server_version="1", startup_s=1.0,
-                           runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
-    life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None)
-    cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "concurrency", 2.0)
-    row, _ = session_module._measure_point(ctx, life, cell)
-    assert calls == list(neighbours) and row["status"] == status and row["remeasured"] is remeasured
-    assert row["throughput_rps"] == 1000.0 - neighbours[-1]  # the last measurement's figures
-    if status == "contended":
-        assert row["reason"].startswith("other work used 62 % of the host's CPU") and "still other work 58 %" in \
-            row["reason"]
-        assert json.loads(row["host_state"])["first"]["host"]["neighbour_cpu_pct"] == 62.0
-    else:
-        assert row["reason"] is None
-    events = life.timeline["cells"][cell.cell_id]
-    assert ("quiet_wait" in events) is remeasured

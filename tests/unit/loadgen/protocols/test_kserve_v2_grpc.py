@@ -13,7 +13,7 @@ from tasks.core.errors import ConfigError
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import BAD_RESPONSE, CONNECTION, HTTP_STATUS, OK, TIMEOUT
 from tasks.loadgen.protocols.kserve_v2_grpc import decode_response
-from tasks.measure.session import load_endpoint
+from tasks.measure.point import load_endpoint
 from tasks.plan.cells import make_plan
 from tasks.plan.config import RunConfig
 from tasks.serve.base import Endpoint

@@ -1,0 +1,60 @@
+"""A sweep cell of a server life: its load points one after another (tasks/loadgen/sweep.py's concurrency sweep or
+rate search), one row per point, until the sweep's stop rule or a point that ends it."""
+
+from __future__ import annotations
+
+from tasks.loadgen.measurement import Measurement
+from tasks.loadgen.settings import LoadSettings
+from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
+from tasks.measure.context import ServerLife, SessionContext, not_measured
+from tasks.measure.point import SERVER_FAILED, measure_point
+from tasks.plan.cells import SWEEP_MODES, Cell
+from tasks.validate.outcome import MEASURED_STATUSES
+
+
+class _SweepStopped(Exception):
+    """A sweep's point failed (its row says why): the sweep ends there."""
+
+
+def measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dict]:
+    """A sweep cell: one row per load point it ran (mode and load of the point), the stop rule in the timeline.
+
+    A point that failed only because its load was more than the server sustains (errors or timeouts, the server
+    alive and ready after it, a lower load of the same sweep ok) is the sweep's answer, not a fault: its row stays
+    `failed` with its reason and is marked `beyond_capacity`, and the sweep goes on (a rate search bisects
+    below it). A point whose server died or hung, or that could not run, ends the sweep."""
+    config = ctx.config
+    rows: list[dict] = []
+
+    def run_point(settings: LoadSettings) -> Measurement:
+        load = float(settings.load)
+        row, measurement = measure_point(ctx, life, cell.point(settings.mode, load))
+        lower_ok = any(r["status"] in MEASURED_STATUSES and r["load"] < load for r in rows)
+        rows.append(row)
+        if measurement is None or row.get(SERVER_FAILED):
+            raise _SweepStopped(row["reason"])
+        if row["status"] not in MEASURED_STATUSES:  # a contended point goes on: its row says what its figures are
+            if not lower_ok:
+                raise _SweepStopped(row["reason"])
+            row["beyond_capacity"] = True
+        return measurement
+
+    first_load = config.workers if cell.mode == "concurrency-sweep" else cell.load
+    base = ctx.load_settings(cell, mode=SWEEP_MODES[cell.mode], load=first_load)
+    events = life.timeline["cells"].setdefault(cell.cell_id, {})
+    try:
+        if cell.mode == "concurrency-sweep":
+            result = concurrency_sweep(run_point, base, start=config.workers, max_concurrency=int(cell.load),
+                                       p99_bound_ms=config.p99_bound_ms)
+        else:
+            result = rate_sweep(run_point, base, start_rps=cell.load, p99_bound_ms=config.p99_bound_ms,
+                                max_error_rate=config.max_error_rate)
+        events["sweep"] = {"stop_reason": result.stop_reason, "best_load": result.best_load, "points": len(rows)}
+    except _SweepStopped as exc:
+        events["sweep"] = {"stop_reason": f"a point failed: {exc}"[:500], "best_load": None, "points": len(rows)}
+    except Exception as exc:  # noqa: BLE001 - e.g. bad sweep bounds: the sweep cell fails, the session goes on
+        reason = f"{type(exc).__name__}: {exc}"
+        events["sweep"] = {"stop_reason": reason[:500], "best_load": None, "points": len(rows)}
+        if not rows:
+            return [not_measured(ctx.run, cell, "failed", reason, **life.served)]
+    return rows

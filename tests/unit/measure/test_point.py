@@ -1,0 +1,60 @@
+"""One load point (tasks/measure/point.py): a contended point is measured again once, then judged."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+import tasks.measure.point as point_module
+from tasks.measure.hoststate import HostState
+from tasks.plan.cells import Cell
+from tasks.plan.config import RunConfig
+from tasks.validate.outcome import ServerHealth
+
+
+def _state(neighbour: float) -> HostState:
+    return HostState(window_s=2.0, cores=2, server_cores=1, neighbour_cpu_pct=neighbour, steal_pct=1.0,
+                     server_cpus_neighbour_pct=5.0, server_cpu_share_pct=80.0, server_cpu_wait_pct=2.0,
+                     host_cpu_pressure_pct=None, load_avg_1m=1.0)
+
+
+@pytest.mark.parametrize(("neighbours", "status", "remeasured"), [
+    ((5.0,), "ok", False),  # quiet: measured once
+    ((62.0, 8.0), "ok", True),  # contended, then quiet: the second measurement's figures, ok
+    ((62.0, 58.0), "contended", True),  # contended twice: kept, marked, both readings in the reason
+])
+def test_a_contended_point_is_measured_again_once_then_judged(monkeypatch, neighbours, status, remeasured):
+    runs = iter(neighbours)
+    calls = []
+
+    def fake_run_point(ctx, life, cell):
+        neighbour = next(runs)
+        calls.append(neighbour)
+        measurement = SimpleNamespace(to_dict=lambda: {"requests": 100, "errors": 0, "error_rate": 0.0,
+                                                       "errors_by_kind": {}})
+        state = _state(neighbour)
+        return point_module.PointRun({"throughput_rps": 1000.0 - neighbour, **state.row_fields(),
+                                        "host_state": state.to_json()}, measurement, None, state,
+                                       ServerHealth(None, True))
+
+    monkeypatch.setattr(point_module, "run_point", fake_run_point)
+    run = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": "1.5", "code": {}, "host": {}}
+    ctx = SimpleNamespace(config=RunConfig(quiet_wait_s=0.0), run=run,
+                          budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)))
+    live = SimpleNamespace(server=SimpleNamespace(name="custom"), server_version="1", startup_s=1.0,
+                           runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
+    life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None)
+    cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "concurrency", 2.0)
+    row, _ = point_module.measure_point(ctx, life, cell)
+    assert calls == list(neighbours) and row["status"] == status and row["remeasured"] is remeasured
+    assert row["throughput_rps"] == 1000.0 - neighbours[-1]  # the last measurement's figures
+    if status == "contended":
+        assert row["reason"].startswith("other work used 62 % of the host's CPU") and "still other work 58 %" in \
+            row["reason"]
+        assert json.loads(row["host_state"])["first"]["host"]["neighbour_cpu_pct"] == 62.0
+    else:
+        assert row["reason"] is None
+    events = life.timeline["cells"][cell.cell_id]
+    assert ("quiet_wait" in events) is remeasured
