@@ -27,8 +27,9 @@ demo: venv
 
 ## test: the whole suite (unit, integration against real servers and containers, real DAG runs, moto S3), with a
 ## Docker engine for its length: started when none answers (and stopped by its PID after), images built or reused
+## (in the background while the tests that need none run: tests/prebuild.py)
 test: venv lint
-	$(PY) -m tasks.cli engine run -- $(PY) -m pytest -q -ra tests
+	SERVING_EVAL_PREBUILD=1 $(PY) -m tasks.cli engine run -- $(PY) -m pytest -q -ra tests
 
 test-fast: venv
 	$(PY) -m pytest -q -ra -m "not integration and not slow" tests

@@ -15,6 +15,10 @@ _.pytest_plugins  # tests/conftest.py: plugins pytest loads
 _.pytest_sessionfinish  # a hook
 _.exitstatus  # the hook's argument, passed by keyword
 _.pytest_collection_modifyitems  # a hook
+_.pytest_configure  # hooks of tests/prebuild.py
+_.pytest_sessionstart
+_.pytest_runtest_setup
+_.pytest_unconfigure
 _.pytestmark  # a module's markers
 # fixtures a test requests by parameter name for their effect alone (the fixture functions are @pytest.fixture)
 _.services_present

@@ -30,7 +30,8 @@ os.environ.update({
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-pytest_plugins = ["tests.docker_fixtures"]  # the Docker engine, project images, leftover checks
+pytest_plugins = ["tests.docker_fixtures", "tests.prebuild"]  # the Docker engine, project images, leftover checks;
+# the background builds and the suite's order under SERVING_EVAL_PREBUILD=1 (`make test`)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
