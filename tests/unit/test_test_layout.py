@@ -118,7 +118,8 @@ WITHOUT_UNIT_FILE = {
 }
 # Unit files that check the repository rather than one module (tests/unit/test_<name>.py).
 REPOSITORY_CHECKS = {"test_dag_integrity.py", "test_docs_links.py", "test_layers.py", "test_test_layout.py",
-                     "test_published_columns.py", "test_report_golden.py", "test_code_shape.py"}
+                     "test_published_columns.py", "test_report_golden.py", "test_code_shape.py",
+                     "test_prebuild.py"}
 
 
 def modules() -> dict[str, Path]:
