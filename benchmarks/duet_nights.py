@@ -47,10 +47,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 DEFAULT_DATA = REPO / "benchmarks" / "data" / "duet_nights.json"
-FIRST_RECORDING = REPO / "benchmarks" / "data" / "duet_nights_1600utc.json"  # servers kept per duet, no engine rounds
+KEPT_SERVERS_DATA = REPO / "benchmarks" / "data" / "duet_nights_1600utc.json"  # servers kept per duet, no engine rounds
 MODELS = {"light": 256, "heavy": 2048}  # the MLP's hidden width of each model
 # step -> hidden width. A request of the light MLP is mostly the stack's overhead (250-380 us) and its hidden layer
-# costs ~hidden^2: 384 adds about 5 % of it and 480 about 10 % (320, in the first recording, added about 1 %).
+# costs ~hidden^2: 384 adds about 5 % of it and 480 about 10 % (320 would add about 1 %, within the noise).
 # The heavy MLP is mostly that layer: 2100 and 2150 add 5 and 10 % of its multiply-adds.
 STEPS = {"light": {"5pct": 384, "10pct": 480}, "heavy": {"5pct": 2100, "10pct": 2150}}
 MLP_SPEC = """name: {name}
@@ -352,8 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--out", default=str(DEFAULT_DATA))
     rec.set_defaults(func=record)
     ana = sub.add_parser("analyse")
-    ana.add_argument("--data", default=str(DEFAULT_DATA if DEFAULT_DATA.exists() else FIRST_RECORDING),
-                     help="a recording (default: duet_nights.json once recorded, else the first recording)")
+    ana.add_argument("--data", default=str(DEFAULT_DATA if DEFAULT_DATA.exists() else KEPT_SERVERS_DATA),
+                     help="a recording (default: duet_nights.json, else the recording with servers kept per duet)")
     ana.set_defaults(func=analyse)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -141,7 +141,7 @@ def analyse(args: argparse.Namespace) -> int:
     per_session_s = max(r["t_s"] for r in rows) / (max(r["session"] for r in rows) + 1)
     step_sessions = len(FORMATS)  # one cell is measured every len(FORMATS) sessions
     busy = sorted(r["neighbour_cpu_pct"] for r in rows)
-    loads = [r["loadavg_1m"] for r in rows if r.get("loadavg_1m") is not None]  # not in the first recording
+    loads = [r["loadavg_1m"] for r in rows if r.get("loadavg_1m") is not None]  # absent from older recordings
     print(f"{len(rows)} rows, {int(max(r['session'] for r in rows)) + 1} sessions over {minutes:.0f} min "
           f"({per_session_s:.0f} s a session, a cell every {per_session_s * step_sessions / 60:.1f} min); other "
           f"work's CPU median {busy[len(busy) // 2]:.0f} %"
