@@ -1,10 +1,12 @@
 """The code's shape (issue 31): no function under tasks/, dags/ or plugins/ takes more than MAX_PARAMETERS
 parameters (parameters that belong together are one small value or an existing object), and no file under tasks/
-is longer than MAX_LINES lines (a file that grows past it holds more than one role)."""
+is longer than MAX_LINES lines (a file that grows past it holds more than one role), and no module-level function
+of tasks/report/ is defined in two of its modules (one formatting module: a helper written again drifts apart)."""
 
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,3 +47,13 @@ def test_no_file_under_tasks_is_longer_than_600_lines():
     long = [f"{path.relative_to(REPO)}: {n} lines" for path in python_files("tasks")
             if (n := len(path.read_text().splitlines())) > MAX_LINES]
     assert not long, f"files over {MAX_LINES} lines:\n" + "\n".join(long)
+
+
+def test_no_function_is_defined_twice_in_the_report_package():
+    homes: dict[str, list[str]] = defaultdict(list)
+    for path in python_files("tasks/report"):
+        for node in ast.parse(path.read_text(), filename=str(path)).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                homes[node.name].append(path.name)
+    twice = {name: files for name, files in homes.items() if len(files) > 1}
+    assert not twice, f"functions defined in more than one module of tasks/report/: {twice}"
