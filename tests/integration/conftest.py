@@ -14,3 +14,14 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture()
+def store_env(embedded_s3, bucket, monkeypatch):
+    """The CLI's view of a fresh bucket: the store connection in the environment, the store, and its CLI flags."""
+    from tasks.store.s3 import S3Store
+
+    monkeypatch.setenv("AIRFLOW_CONN_SERVING_EVAL_S3", embedded_s3.airflow_conn_env("serving_eval_s3")[
+        "AIRFLOW_CONN_SERVING_EVAL_S3"])
+    conn = embedded_s3.connection("serving_eval_s3")
+    return conn, S3Store(bucket, "eval", conn), ["--bucket", bucket, "--prefix", "eval"]

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from tasks.cli.main import main
 from tasks.pipeline import publish_step
-from tasks.store.s3 import S3Store
 from tests.dagrun import fast_conf
 
 HOST = {"hostname": "h", "cpu_model": "EPYC", "cpu_count": 2, "gpu_name": None, "gpu_driver": None}
@@ -42,12 +39,6 @@ def publish(conn, bucket: str, run_id: str, day: int, rps: dict[str, float], ver
                         conn, {"records": flagged})
 
 
-@pytest.fixture()
-def store_env(embedded_s3, bucket, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_SERVING_EVAL_S3", embedded_s3.airflow_conn_env("serving_eval_s3")[
-        "AIRFLOW_CONN_SERVING_EVAL_S3"])
-    conn = embedded_s3.connection("serving_eval_s3")
-    return conn, S3Store(bucket, "eval", conn), ["--bucket", bucket, "--prefix", "eval"]
 
 
 def test_runs_report_and_compare_read_the_published_runs(store_env, bucket, tmp_path, capsys):

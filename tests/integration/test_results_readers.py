@@ -17,7 +17,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-import pytest
 
 from tasks.cli.main import main
 from tasks.core.results import OLD_RUN_KEY, SCHEMA_VERSION, arrow_schema, empty_row, frame_records
@@ -100,12 +99,6 @@ def into_old_layout(store: S3Store, run_id: str, logical_date: str) -> dict:
     return old
 
 
-@pytest.fixture()
-def store_env(embedded_s3, bucket, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_SERVING_EVAL_S3", embedded_s3.airflow_conn_env("serving_eval_s3")[
-        "AIRFLOW_CONN_SERVING_EVAL_S3"])
-    conn = embedded_s3.connection("serving_eval_s3")
-    return conn, S3Store(bucket, "eval", conn), ["--bucket", bucket, "--prefix", "eval"]
 
 
 def expected_rows() -> dict[str, int]:

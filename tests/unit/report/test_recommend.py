@@ -11,6 +11,7 @@ from tasks.core.cost import Prices, cost_fields
 from tasks.core.results import to_frame, to_parquet_bytes
 from tasks.report.page import PublishedRun, render_report
 from tasks.report.recommend import degrades_per_stack, efficiency, group_by_answer, recommend
+from tests.unit.report.test_page import _row
 
 RUN = {"run_id": "r", "logical_date": "2026-12-02T02:00:00+00:00", "status": "complete",
        "provenance": {"config": {"p99_bound_ms": 50.0}}}
@@ -131,15 +132,6 @@ def test_the_first_screen_shows_every_stacks_behaviour_at_its_highest_burst_befo
                      "triton/onnx": "queues"}
     assert "<h3>Under 3 × overload, every stack</h3>" in page  # each stack's highest burst was 3x: said once
     assert "server died" in glance.group(0) and "recovered in 0.500 s" in glance.group(0)
-
-
-def _row(server: str, rps: float, p99: float, status: str = "ok", reason: str | None = None, *, fmt: str = "onnx",
-         load: float = 4.0, cv: float | None = 0.02, model: str = "mlp", **extra) -> dict:
-    return {"run_id": "r2", "model": model, "format": fmt, "server": server, "launcher": "process", "device": "cpu",
-            "batch_size": 1, "mode": "concurrency", "load": load, "throughput_rps": rps, "latency_ms_p50": p99 / 2,
-            "latency_ms_p99": p99, "error_rate": 0.0, "server_cpu_pct": 90.0, "server_rss_mb": 100.0,
-            "startup_s": 1.0, "stable": True, "cv": cv, "status": status, "reason": reason, "cpu_model": "EPYC",
-            "cpu_count": 2, "gpu_name": None, "server_version": "1", "schema_version": "1.3", **extra}
 
 
 def test_efficiency_is_throughput_per_busy_core_at_each_stacks_peak():
