@@ -8,7 +8,7 @@ Makefile's `test` target sets it) this plugin starts one background process at t
 at the lowest CPU and I/O priority. The builds take the same file locks as a test's own, so a test that needs a venv
 or an image before the background reaches it builds it itself and the background then finds it built.
 
-The suite's order is set here too: tests that use images (`DOCKER_FILES`) run last, and tests that judge the host's
+The suite's order is set here too: tests that use images (`DOCKER_PREFIX`, `COMPOSE_FILE`) run last, and tests that judge the host's
 quiet (`QUIET_FILES`: other work on the host is what they measure) run before them but only once the background
 process has ended, so no build is running beside them. The process is ended by its PID at the session's end if it
 is still running (a test run stopped early); its log is printed when it failed.
@@ -29,7 +29,7 @@ import pytest
 ENV = "SERVING_EVAL_PREBUILD"
 RUNTIMES = ("kserve", "bentoml", "torchserve", "triton", "convert-tf", "custom", "convert-torch")  # last used first
 IMAGES = ("custom", "triton", "torchserve", "bentoml", "kserve", "airflow", "postgres", "redis")
-DOCKER_FILES = ("test_docker_", "test_compose.py")  # tests/integration/<name>: they use the project's images
+DOCKER_PREFIX, COMPOSE_FILE = "test_docker_", "test_compose.py"  # tests/integration/<name>: they use the images
 QUIET_FILES = ("test_contention.py", "test_loadgen_servers.py", "test_regress_pipeline.py")  # they judge the host
 STOP_WAIT_S = 30.0
 WAIT_LIMIT_S = 2400.0  # a build that hangs: the tests go on without it (and build what they need themselves)
@@ -83,7 +83,8 @@ def _file_name(item: pytest.Item) -> str:
 
 
 def _is_docker(item: pytest.Item) -> bool:
-    return _file_name(item).startswith(DOCKER_FILES[0]) or _file_name(item) in DOCKER_FILES[1:]
+    name = _file_name(item)
+    return name.startswith(DOCKER_PREFIX) or name == COMPOSE_FILE
 
 
 def _is_quiet(item: pytest.Item) -> bool:
