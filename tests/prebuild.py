@@ -8,8 +8,8 @@ Makefile's `test` target sets it) this plugin starts one background process at t
 at the lowest CPU and I/O priority. The builds take the same file locks as a test's own, so a test that needs a venv
 or an image before the background reaches it builds it itself and the background then finds it built.
 
-The suite's order is set here too: tests that use images (`DOCKER_PREFIX`, `COMPOSE_FILE`) run last, and tests that judge the host's
-quiet (`QUIET_FILES`: other work on the host is what they measure) run before them but only once the background
+The suite's order is set here too: tests that use images (`DOCKER_PREFIX`, `COMPOSE_FILE`) run last, and tests
+that judge the host's quiet (`QUIET_FILES`: other work on the host is what they measure) run before them but only once the background
 process has ended, so no build is running beside them. The process is ended by its PID at the session's end if it
 is still running (a test run stopped early); its log is printed when it failed.
 """
