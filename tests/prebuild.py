@@ -9,9 +9,9 @@ at the lowest CPU and I/O priority. The builds take the same file locks as a tes
 or an image before the background reaches it builds it itself and the background then finds it built.
 
 The suite's order is set here too: tests that use images (`DOCKER_PREFIX`, `COMPOSE_FILE`) run last, and tests
-that judge the host's quiet (`QUIET_FILES`: other work on the host is what they measure) run before them but only once the background
-process has ended, so no build is running beside them. The process is ended by its PID at the session's end if it
-is still running (a test run stopped early); its log is printed when it failed.
+that judge the host's quiet (`QUIET_FILES`: other work on the host is what they measure) run before them, but only
+once the background process has ended, so no build is running beside them. The process is ended by its PID at the
+session's end if it is still running (a test run stopped early); its log is printed when it failed.
 """
 
 from __future__ import annotations
