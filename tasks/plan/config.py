@@ -271,4 +271,7 @@ class RunConfig:
         return groups
 
     def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        values = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        if values["control_cell"] is None:
+            values["control_cell"] = "none"  # a null reads back as "the default control" (from_dict)
+        return values

@@ -104,3 +104,12 @@ def test_bad_sweep_inputs_name_the_field(params, field):
     with pytest.raises(ConfigError) as info:
         RunConfig.from_params(params)
     assert info.value.field == field
+
+
+def test_a_run_without_a_control_keeps_it_off_through_plan_json():
+    # The later tasks read the config back from plan.json: a control turned off must not come back as the default.
+    off = RunConfig.from_params({"control_cell": "none"})
+    assert off.control_cell is None
+    assert RunConfig.from_dict(off.to_dict()).control_cell is None
+    on = RunConfig.from_params({})
+    assert RunConfig.from_dict(on.to_dict()).control_cell == on.control_cell == "mlp/onnx/custom"
