@@ -42,11 +42,17 @@ def load_reports_plugin():
 # with a real server and a spinner on its core).
 HOST_NOT_JUDGED = {"max_neighbour_pct": 100.0}
 
+# Whole-run tests that do not test the control leave it out: tonight's A/A duet of the control cell (two servers, four
+# pairs) and, where the plan holds no control cell, the control's own session cost about 20 s of a 60-80 s run (py-spy
+# over tests/integration/test_pipeline_dag.py, 2026-12-03). The control has its own tests: test_regress_pipeline.py,
+# test_docker_pipeline.py (they set `control_cell`).
+NO_CONTROL = {"control_cell": "none"}
+
 
 def fast_conf(bucket: str, **overrides) -> dict:
     conf = {"suite": "smoke", "models": ["mlp"], "formats": ["onnx"], "servers": ["custom"], "concurrencies": [1, 2],
             "duration_s": 1.5, "warmup_s": 0.3, "window_s": 0.5, "s3_bucket": bucket, "s3_prefix": "eval",
-            "aws_conn_id": "serving_eval_s3", "ready_timeout_s": 60, **HOST_NOT_JUDGED}
+            "aws_conn_id": "serving_eval_s3", "ready_timeout_s": 60, **HOST_NOT_JUDGED, **NO_CONTROL}
     conf.update(overrides)
     return conf
 

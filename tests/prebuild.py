@@ -8,9 +8,10 @@ Makefile's `test` target sets it) this plugin starts one background process at t
 at the lowest CPU and I/O priority. The builds take the same file locks as a test's own, so a test that needs a venv
 or an image before the background reaches it builds it itself and the background then finds it built.
 
-The suite's order is set here too: tests that use images (`DOCKER_PREFIX`, `COMPOSE_FILE`) run last, and tests
-that judge the host's quiet (`QUIET_FILES`: other work on the host is what they measure) run before them, but only
-once the background process has ended, so no build is running beside them. The process is ended by its PID at the
+The suite's order is set here too: tests that use images (`DOCKER_PREFIX`, `COMPOSE_FILE`) run after the others,
+an image the background is still building waited for through its lock; tests that judge the host's quiet
+(`QUIET_FILES`: other work on the host is what they measure) run last, and only once the background process has
+ended, so no build is running beside them. The process is ended by its PID at the
 session's end if it is still running (a test run stopped early); its log is printed when it failed.
 """
 
@@ -92,9 +93,12 @@ def _is_quiet(item: pytest.Item) -> bool:
 
 
 def order_items(items: list[pytest.Item]) -> list[pytest.Item]:
-    """Everything else first, then the host-judging tests, then the tests that use images (stable within each)."""
-    return ([i for i in items if not _is_quiet(i) and not _is_docker(i)] + [i for i in items if _is_quiet(i)]
-            + [i for i in items if _is_docker(i) and not _is_quiet(i)])
+    """Everything else first, then the tests that use images (the deployment's last), then the host-judging tests
+    (stable within each): the images the background builds last are used last, and the host is quiet when judged."""
+    others = [i for i in items if not _is_quiet(i) and not _is_docker(i)]
+    images = [i for i in items if _is_docker(i) and not _is_quiet(i)]
+    compose_last = sorted(images, key=lambda i: _file_name(i) == COMPOSE_FILE)  # its images are the last built
+    return others + compose_last + [i for i in items if _is_quiet(i)]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -113,7 +117,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     prebuild = item.config._serving_eval_prebuild
-    if prebuild is not None and (_is_quiet(item) or _is_docker(item)):
+    if prebuild is not None and _is_quiet(item):
         prebuild.wait()
 
 

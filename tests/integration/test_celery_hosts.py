@@ -18,6 +18,7 @@ import pytest
 from tasks.store.s3 import S3Store
 from tests.celery_cluster import celery_cluster, missing_services
 from tests.dagrun import (
+    NO_CONTROL,
     port_is_free,
     read_json_object,
     read_run,
@@ -82,7 +83,8 @@ def test_two_celery_workers_measure_their_own_hosts_side_by_side(services_presen
     conf = {"suite": "smoke", "models": ["mlp", "tiny-cnn"], "formats": ["onnx", "torchscript"],
             "servers": ["custom"], "concurrencies": [1, 2], "duration_s": 2.0, "warmup_s": 0.5, "window_s": 0.5,
             "s3_bucket": bucket, "s3_prefix": "eval", "ready_timeout_s": 120, "hosts": list(HOSTS),
-            "max_neighbour_pct": 100.0}  # two "hosts" on one machine are each other's neighbours by construction
+            "max_neighbour_pct": 100.0,  # two "hosts" on one machine are each other's neighbours by construction
+            **NO_CONTROL}
     with celery_cluster(hosts, deployment) as cluster:
         _wait_for_dag(cluster)
         cluster.airflow("dags", "unpause", DAG_ID)

@@ -19,7 +19,7 @@ def test_dag_run_with_containers_publishes_complete(airflow_db, embedded_s3, mon
     for key, value in embedded_s3.airflow_conn_env("serving_eval_s3").items():
         monkeypatch.setenv(key, value)
     conf = fast_conf(bucket, launcher="docker", servers=FIVE, formats=["onnx", "torchscript"], concurrencies=[1, 2],
-                     server_memory="2g", ready_timeout_s=120)
+                     server_memory="2g", ready_timeout_s=120, control_cell="mlp/onnx/custom")
     dag_run = load_dag_module().serving_eval_dag.test(run_conf=conf)
     assert dag_run.state == "success"
 

@@ -11,7 +11,7 @@ import pytest
 from tasks.core.errors import ConfigError
 from tasks.pipeline import run_pipeline, start_run
 from tasks.store.s3 import S3Store
-from tests.dagrun import HOST_NOT_JUDGED, read_json_object, read_run, results_frame
+from tests.dagrun import HOST_NOT_JUDGED, NO_CONTROL, read_json_object, read_run, results_frame
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +20,7 @@ def _conf(bucket: str, **overrides) -> dict:
     return {"suite": "smoke", "models": ["mlp"], "formats": ["onnx"], "servers": ["custom", "triton"],
             "concurrencies": [4], "duration_s": 1.5, "warmup_s": 0.3, "window_s": 0.5, "tune": "quick",
             "tune_budget_s": 150, "p99_bound_ms": 250.0, "s3_bucket": bucket, "s3_prefix": "eval",
-            "aws_conn_id": "serving_eval_s3", **HOST_NOT_JUDGED, **overrides}
+            "aws_conn_id": "serving_eval_s3", **HOST_NOT_JUDGED, **NO_CONTROL, **overrides}
 
 
 def test_a_quick_search_over_two_stacks_keeps_the_best_and_publishes_every_configuration(embedded_s3, bucket):

@@ -11,14 +11,14 @@ from pathlib import Path
 
 from tasks.pipeline import cleanup_run_dir, convert_step, run_dir, start_run, sweep_leftovers
 from tasks.serve.launchers.base import LaunchHandle, recorded_handles
-from tests.dagrun import HOST_NOT_JUDGED
+from tests.dagrun import HOST_NOT_JUDGED, NO_CONTROL
 
 
 def conf(bucket: str, **overrides) -> dict:
     base = {"suite": "smoke", "models": ["mlp"], "formats": ["onnx"], "servers": ["custom"], "concurrencies": [1, 2],
             "duration_s": 4.0, "warmup_s": 0.5, "window_s": 1.0, "request_timeout_s": 2.0,
             "s3_bucket": bucket, "s3_prefix": "eval", "aws_conn_id": "serving_eval_s3", "ready_timeout_s": 60,
-            **HOST_NOT_JUDGED}
+            **HOST_NOT_JUDGED, **NO_CONTROL}
     return {**base, **overrides}
 
 
