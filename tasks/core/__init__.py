@@ -7,6 +7,7 @@
     metrics.py   every published metric once: unit, good direction, minimum effect, where it is judged and shown
     results.py   the results table contract: each column once (type, unit, meaning, since), the cell key, the
                  Arrow schema of Parquet, CSV, the data dictionary (docs/results-reference.md)
+    confidence.py  how sure a latency claim is: percentile counts and intervals, bound decisions over looks
     cost.py      what serving costs: core-seconds and GPU-seconds per 1,000 inferences, the price of a million
     metadata.py  provenance: host, CPU, GPU, code version, the measuring host's name
     faces.py     the lazy package faces (this file's `__getattr__`)
