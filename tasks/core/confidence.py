@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy.special import betaincinv
@@ -41,17 +42,24 @@ MAX_MORE_REQUESTS = 10**9  # beyond this no count is offered: the observed rate 
 
 
 def effective_count(indicator: np.ndarray) -> float:
-    """The number of independent draws a 0/1 series (in request order) is worth: n (1 - r) / (1 + r), r its
-    lag-1 autocorrelation clamped to [0, 1) (a two-state Markov chain's variance inflation; r <= 0, or a
-    constant series, -> n). Bursts of slow requests (consecutive exceedances) make it smaller; at least 1."""
+    """The number of independent draws a 0/1 series (in request order) is worth: n / tau, tau = 1 + 2 sum_k rho_k
+    its integrated autocorrelation time, summed by Geyer's initial monotone sequence (pairs rho_2m + rho_2m+1
+    while positive and decreasing). For a two-state Markov chain with lag-1 autocorrelation r this is
+    n (1 - r) / (1 + r); the whole sum also catches slow bursts whose requests exceed only some of the time
+    (a hidden state), where the lag-1 term alone overstates the count. A series without positive correlation,
+    or a constant one, -> n; at least 1. Bursts of slow requests make it smaller."""
     x = np.asarray(indicator, dtype=float)
     n = len(x)
     centred = x - x.mean() if n else x
-    variance = float(np.dot(centred, centred))
-    if n < 3 or variance == 0.0:
+    if n < 3 or not centred.any():
         return float(n)
-    r = min(max(float(np.dot(centred[:-1], centred[1:])) / variance, 0.0), 1.0 - 1e-12)
-    return max(n * (1.0 - r) / (1.0 + r), 1.0)
+    spectrum = np.fft.rfft(centred, 2 * n)
+    autocovariance = np.fft.irfft(spectrum * np.conj(spectrum))[:n]
+    rho = autocovariance / autocovariance[0]
+    pairs = rho[: n - n % 2].reshape(-1, 2).sum(axis=1)  # Gamma_m = rho_2m + rho_2m+1, Gamma_0 = 1 + rho_1
+    positive = int(np.argmax(pairs <= 0)) if (pairs <= 0).any() else len(pairs)
+    tau = 2.0 * float(np.minimum.accumulate(pairs[:positive]).sum()) - 1.0
+    return float(min(max(n / tau, 1.0), n)) if tau > 0 else float(n)
 
 
 def order_statistic_ranks(n: float, q: float, interval_pct: float = INTERVAL_PCT) -> tuple[int, int]:
@@ -65,7 +73,11 @@ def order_statistic_ranks(n: float, q: float, interval_pct: float = INTERVAL_PCT
         raise ConfigError("q", q, "a percentile level must lie strictly between 0 and 100")
     if not 0.0 < interval_pct < 100.0:
         raise ConfigError("interval_pct", interval_pct, "a confidence must lie strictly between 0 and 100")
-    m = int(math.floor(n))
+    return _ranks(int(math.floor(n)), float(q), float(interval_pct))
+
+
+@lru_cache(maxsize=4096)
+def _ranks(m: int, q: float, interval_pct: float) -> tuple[int, int]:
     if m < 1:
         return 0, 1
     half_alpha = (1.0 - interval_pct / 100.0) / 2.0
