@@ -6,9 +6,10 @@ The rules, stated once (docs/measuring.md#confidence explains them for readers o
   unsent request counts at its censored latency, so it is a slow request. The coordinated-omission samples that
   stand in for requests never sent carry weight in the latency distribution but are copies of one observed
   stall, not independent draws, so their weights do not add to the count.
-- Requests of a real stream are not independent: slow ones come in bursts. The effective count n (1 - r) / (1 + r),
-  r the lag-1 autocorrelation of the 0/1 series the claim rests on, is the number of independent draws the series
-  is worth (the variance inflation of a two-state Markov chain); intervals and decisions use it, not n.
+- Requests of a real stream are not independent: slow ones come in bursts. The effective count n / tau, tau the
+  integrated autocorrelation time of the 0/1 series the claim rests on (n (1 - r) / (1 + r) for a two-state Markov
+  chain with lag-1 autocorrelation r), is the number of independent draws the series is worth; intervals and
+  decisions use it, not n. A sample holding only a few bursts cannot show how bursty the stream is.
 - A percentile is published with a distribution-free two-sided 95 % interval from the binomial order statistics of
   the effective count (`order_statistic_ranks`). Where the effective count is below 1 / (1 - q) the estimate would
   be the sample maximum: the claim is published as a lower bound ("at least the maximum"), never as the figure.
