@@ -26,9 +26,11 @@ The rules, stated once (docs/measuring.md#confidence explains them for readers o
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy.special import betaincinv
@@ -172,16 +174,23 @@ def _alpha(confidence_pct: float, looks: int) -> float:
 def decide_bound(ordered: np.ndarray, bound_ms: float, q: float = 99.0, confidence_pct: float = DECISION_PCT,
                  looks: int = 1) -> BoundDecision:
     """"The q-th percentile is within bound_ms", decided on the exceedance series ordered > bound_ms (timeouts and
-    unsent requests sit in `ordered` at their censored latency, so they count as slow): Clopper-Pearson one-sided
-    bounds at alpha = (1 - confidence) / looks on the effective count n_eff with x_eff = exceed * n_eff / n.
-    Undecided: `more_requests` is the smallest m > 0 deciding it at n + m requests with the same observed rate and
-    the same n_eff / n (doubling then bisection; None when the rate sits at the bound or beyond 10**9)."""
+    unsent requests sit in `ordered` at their censored latency, so they count as slow): `decide_counts` on its
+    count, effective count and exceedances."""
+    exceed, effective = exceedance(ordered, bound_ms)
+    return decide_counts(len(ordered), effective, exceed, bound_ms, q, confidence_pct, looks)
+
+
+def decide_counts(count: int, effective: float, exceed: int, bound_ms: float, q: float = 99.0,
+                  confidence_pct: float = DECISION_PCT, looks: int = 1) -> BoundDecision:
+    """The decision from what a point counted (`exceedance`): Clopper-Pearson one-sided bounds at
+    alpha = (1 - confidence) / looks on the effective count n_eff with x_eff = exceed * n_eff / n. Undecided:
+    `more_requests` is the smallest m > 0 deciding it at n + m requests with the same observed rate and the same
+    n_eff / n (doubling then bisection; None when the rate sits at the bound or beyond 10**9)."""
     if not 0.0 < q < 100.0:
         raise ConfigError("q", q, "a percentile level must lie strictly between 0 and 100")
     alpha, limit = _alpha(confidence_pct, looks), 1.0 - q / 100.0
-    slow = np.asarray(ordered, dtype=float) > bound_ms
-    n, exceed = len(slow), int(slow.sum())
-    effective = effective_count(slow)
+    n = int(count)
+    effective = min(float(effective), float(n)) if n else 0.0
     rate, ratio = (exceed / n, effective / n) if n else (0.0, 1.0)
 
     def verdict_at(total: int) -> str:
@@ -199,7 +208,8 @@ def decide_bound(ordered: np.ndarray, bound_ms: float, q: float = 99.0, confiden
                 middle = (below + above) // 2
                 below, above = (below, middle) if verdict_at(n + middle) != "undecided" else (middle, above)
             more = above
-    return BoundDecision(verdict, float(bound_ms), q, n, effective, exceed, low, high, more, looks, confidence_pct)
+    return BoundDecision(verdict, float(bound_ms), q, n, effective, int(exceed), low, high, more, looks,
+                         confidence_pct)
 
 
 def requests_to_hold(q: float = 99.0, confidence_pct: float = DECISION_PCT, looks: int = 1) -> int:
@@ -208,3 +218,62 @@ def requests_to_hold(q: float = 99.0, confidence_pct: float = DECISION_PCT, look
     estimate how long a point must run."""
     alpha = _alpha(confidence_pct, looks)
     return int(math.floor(math.log(alpha) / math.log(q / 100.0))) + 1
+
+
+# --- what the rest of the project decides with -------------------------------------------------------------------
+
+JUDGED_BOUNDS_MS = (10.0, 50.0, 200.0)  # the p99 bounds the report ranks on, beside the run's own
+
+
+def judged_bounds(run_bound_ms: float | None) -> tuple[float, ...]:
+    """The bounds a point's requests are counted against and the report ranks on: JUDGED_BOUNDS_MS and the run's
+    own `p99_bound_ms` (the nightly suite's 1,000 ms), in order."""
+    bounds = set(JUDGED_BOUNDS_MS)
+    if run_bound_ms is not None:
+        bounds.add(float(run_bound_ms))
+    return tuple(sorted(bounds))
+
+
+def exceedance(ordered: np.ndarray, bound_ms: float) -> tuple[int, float]:
+    """(requests slower than `bound_ms`, the effective count of that 0/1 series): what `decide_counts` takes, so a
+    point's summary can carry it for every bound without its requests."""
+    slow = np.asarray(ordered) > bound_ms
+    return int(slow.sum()), float(effective_count(slow.astype(float)))
+
+
+@dataclass(frozen=True)
+class BoundRule:
+    """"The p99 is within `bound_ms`" at `confidence_pct` over `looks` planned looks: the one rule a sweep, the tuner
+    and the report decide a bound with. `decide` reads what a load point's summary counted against the bound
+    (`latency_samples`, `bound_counts`: tasks/loadgen/measurement.py); None where it was not counted."""
+
+    bound_ms: float
+    confidence_pct: float = DECISION_PCT
+    looks: int = 1
+    q: float = 99.0
+
+    def decide(self, measurement: Any) -> BoundDecision | None:
+        for bound, exceed, effective in getattr(measurement, "bound_counts", ()):
+            if math.isclose(bound, self.bound_ms):
+                return decide_counts(int(measurement.latency_samples), float(effective), int(exceed), self.bound_ms,
+                                     self.q, self.confidence_pct, self.looks)
+        return None
+
+
+def row_decision(row: dict, bound_ms: float) -> dict | None:
+    """A published row's decision at `bound_ms` (its `p99_bounds`, schema 1.8): verdict, exceed, effective,
+    more_requests; None where the row has none at that bound (an older row, a failed one)."""
+    text = row.get("p99_bounds")
+    if not isinstance(text, str) or not text:
+        return None
+    found = json.loads(text)
+    for key, decision in found.items():
+        if math.isclose(float(key), float(bound_ms)):
+            return decision
+    return None
+
+
+def row_verdict(row: dict, bound_ms: float) -> str | None:
+    """`holds`, `fails` or `undecided` for "this row's p99 is within `bound_ms`"; None where it was not decided."""
+    decision = row_decision(row, bound_ms)
+    return None if decision is None else decision["verdict"]
