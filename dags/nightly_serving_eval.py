@@ -110,6 +110,11 @@ def _connection(conn_id: str):
                                          "then bisecting (MLPerf Server style)", section="Load"),
         "p99_bound_ms": suite_param("number", exclusiveMinimum=0,
                               title="p99 bound of the sweeps, ms", section="Load"),
+        "confidence_pct": suite_param("number", minimum=50, exclusiveMaximum=100,
+                                      title="Confidence of a bound decision, %",
+                                      description="\"p99 within the bound\" holds or fails only at this confidence, "
+                                                  "else it is undecided (95: a claim rests on 299 requests with "
+                                                  "none slow; 99, as MLPerf, on 459)", section="Load"),
         "arrival": suite_param("string", enum=list(ARRIVALS), title="Arrivals (open loop)", section="Load"),
         "overload": suite_param("boolean", title="Overload and recovery",
                                 description="after each stack's capacity is known (its sweep, rate search or "

@@ -13,7 +13,7 @@ from typing import Any
 
 from tasks.core.metrics import METRICS
 
-SCHEMA_VERSION = "1.7"  # what each version changed: SCHEMA_CHANGES
+SCHEMA_VERSION = "1.8"  # what each version changed: SCHEMA_CHANGES
 # `contended` (1.5): the point ran cleanly but other work took the host's CPU while it ran, twice (docs/measuring.md)
 STATUSES = ("ok", "contended", "failed", "skipped")
 OVERLOAD_MODE = "overload"  # the `mode` of an overload row (1.7): a burst above capacity, not a steady load point
@@ -194,6 +194,61 @@ CONTRACT: tuple[Column, ...] = (
         _metric("request_bytes", "the payload of one request: its HTTP body or its gRPC message (HTTP headers and "
                                  "HTTP/2 framing not counted)", since="1.5"),
         _metric("response_bytes", "the mean payload of a successful response, counted the same way", since="1.5"),
+    ),
+    *_columns(
+        "Confidence",
+        _col("latency_samples", INT, "the requests the percentiles rest on: successes, timeouts and requests never "
+                                     "sent (coordinated-omission stand-ins do not add to it)", "requests", since="1.8"),
+        _col("latency_ms_p50_ci_low", FLOAT, "lower end of a distribution-free 95 % interval of the 50th "
+                                            "percentile (null: none)", "ms", since="1.8"),
+        _col("latency_ms_p50_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
+             since="1.8"),
+        _col("latency_ms_p50_at_least", FLOAT, "where the requests are too few for the 50th percentile (the "
+                                              "estimate would be their maximum): the percentile is at least this, "
+                                              "and latency_ms_p50 is null", "ms", since="1.8"),
+        _col("latency_ms_p90_ci_low", FLOAT, "lower end of a distribution-free 95 % interval of the 90th "
+                                            "percentile (null: none)", "ms", since="1.8"),
+        _col("latency_ms_p90_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
+             since="1.8"),
+        _col("latency_ms_p90_at_least", FLOAT, "where the requests are too few for the 90th percentile (the "
+                                              "estimate would be their maximum): the percentile is at least this, "
+                                              "and latency_ms_p90 is null", "ms", since="1.8"),
+        _col("latency_ms_p95_ci_low", FLOAT, "lower end of a distribution-free 95 % interval of the 95th "
+                                            "percentile (null: none)", "ms", since="1.8"),
+        _col("latency_ms_p95_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
+             since="1.8"),
+        _col("latency_ms_p95_at_least", FLOAT, "where the requests are too few for the 95th percentile (the "
+                                              "estimate would be their maximum): the percentile is at least this, "
+                                              "and latency_ms_p95 is null", "ms", since="1.8"),
+        _col("latency_ms_p99_ci_low", FLOAT, "lower end of a distribution-free 95 % interval of the 99th "
+                                            "percentile (null: none)", "ms", since="1.8"),
+        _col("latency_ms_p99_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
+             since="1.8"),
+        _col("latency_ms_p99_at_least", FLOAT, "where the requests are too few for the 99th percentile (the "
+                                              "estimate would be their maximum): the percentile is at least this, "
+                                              "and latency_ms_p99 is null", "ms", since="1.8"),
+        _col("latency_ms_p999_ci_low", FLOAT, "lower end of a distribution-free 95 % interval of the 99.9th "
+                                            "percentile (null: none)", "ms", since="1.8"),
+        _col("latency_ms_p999_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
+             since="1.8"),
+        _col("latency_ms_p999_at_least", FLOAT, "where the requests are too few for the 99.9th percentile (the "
+                                              "estimate would be their maximum): the percentile is at least this, "
+                                              "and latency_ms_p999 is null", "ms", since="1.8"),
+        _col("p99_bound_ms", FLOAT, "the run's p99 bound (Param p99_bound_ms) the point was judged against", "ms",
+             since="1.8"),
+        _col("p99_bound_verdict", STRING, "\"p99 within p99_bound_ms\": holds, fails or undecided, decided on the "
+                                          "count of requests slower than the bound (docs/measuring.md#confidence)",
+             since="1.8"),
+        _col("p99_bound_exceed", INT, "requests slower than p99_bound_ms", "requests", since="1.8"),
+        _col("p99_bound_rate_high_pct", FLOAT, "one-sided upper confidence bound of the share of requests slower "
+                                               "than the bound", "%", since="1.8"),
+        _col("p99_bound_more_requests", INT, "undecided: further requests that would decide it at the observed "
+                                             "rate (null: decided, or no count would)", "requests", since="1.8"),
+        _col("p99_bound_confidence_pct", FLOAT, "the confidence of the decision (Param confidence_pct), spread over "
+                                                "its planned looks", "%", since="1.8"),
+        _col("p99_bounds", STRING, "the decision at every bound the report ranks on (its own and the run's), as "
+                                   "JSON: bound in ms -> verdict, exceed, effective requests, more_requests",
+             since="1.8"),
     ),
     *_columns(
         "Where a request's time goes",
@@ -389,6 +444,11 @@ SCHEMA_CHANGES = {
            "(`price_per_core_hour`, `price_per_gpu_hour`) `price_per_million`; overload rows (`mode` overload, Param "
            "`overload`): `overload_factor`, `capacity_rps`, `goodput_rps`, `goodput_pct`, `burst_p99_ms`, "
            "`pre_burst_p99_ms`, `recovery_s`, `recovered`, `overload_class`, `overload`",
+    "1.8": "every claim with the confidence behind it: `latency_samples`; each percentile's 95 % interval "
+           "(`latency_ms_<p>_ci_low`, `_ci_high`) and, where its requests are too few, no figure but a lower bound "
+           "(`latency_ms_<p>_at_least`); the p99 bound decided (`p99_bound_ms`, `p99_bound_verdict`, "
+           "`p99_bound_exceed`, `p99_bound_rate_high_pct`, `p99_bound_more_requests`, `p99_bound_confidence_pct`, "
+           "`p99_bounds`)",
 }
 
 

@@ -19,6 +19,11 @@ Definitions, written down once:
     weighted so that they stand for all of them.
   `censored` and `omitted` count both kinds; `latency_ms_*` are percentiles over all samples, weighted, each
   the inverted CDF (the smallest sample whose cumulative weight reaches q %: always a latency that was seen);
+- latency_samples: the requests the percentiles rest on: successes, timeouts and requests never sent (the slow
+  ones count); the omitted stand-ins are not independent draws and do not add to it. Each percentile carries a
+  distribution-free 95 % interval and, where the requests are too few for it (fewer than 1 / (1 - q), so the
+  estimate would be the sample maximum), no figure but a lower bound, `_at_least` (tasks/core/confidence.py;
+  docs/measuring.md#confidence);
 - windows: the measured time is cut into `window_s` time windows, each counting successful completions; where
   those hold fewer than MIN_WINDOW_COMPLETIONS on average (a slow model: one request more or less would move
   a window by several %), windows are cut by request count instead (perf_analyzer's count windows): K
@@ -41,6 +46,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from tasks.core.confidence import PercentileClaim, exceedance, percentile_claim
 from tasks.loadgen import histogram
 from tasks.loadgen.protocols.base import ERROR_KINDS, NOT_SENT, OK, TIMEOUT
 from tasks.loadgen.recording import LATE_START_NS, Recording, window_counts, window_stable
@@ -162,15 +168,37 @@ class Measurement:
     # the server's CPU over the measured window (100 = one core), from its CPU time read at both ends of it; None
     # where no reader was given or a read failed (the caller then has only its sampled mean over the load point)
     server_window_cpu_pct: float | None = None
+    latency_samples: int = 0  # the requests the percentiles rest on (module docstring)
+    # per bound of the settings' `bounds_ms`: (bound_ms, requests slower than it, the effective count of that
+    # series): what a "p99 within the bound" decision is taken on (tasks/core/confidence.py)
+    bound_counts: tuple = ()
+    # each percentile's 95 % interval (None: no end on that side) and, where it is only a lower bound, that bound
+    latency_ms_p50_ci_low: float | None = None
+    latency_ms_p50_ci_high: float | None = None
+    latency_ms_p50_at_least: float | None = None
+    latency_ms_p90_ci_low: float | None = None
+    latency_ms_p90_ci_high: float | None = None
+    latency_ms_p90_at_least: float | None = None
+    latency_ms_p95_ci_low: float | None = None
+    latency_ms_p95_ci_high: float | None = None
+    latency_ms_p95_at_least: float | None = None
+    latency_ms_p99_ci_low: float | None = None
+    latency_ms_p99_ci_high: float | None = None
+    latency_ms_p99_at_least: float | None = None
+    latency_ms_p999_ci_low: float | None = None
+    latency_ms_p999_ci_high: float | None = None
+    latency_ms_p999_at_least: float | None = None
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["window_throughput_rps"] = list(self.window_throughput_rps)
+        data["bound_counts"] = [list(c) for c in self.bound_counts]
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Measurement:
-        return cls(**{**data, "window_throughput_rps": tuple(data["window_throughput_rps"])})
+        return cls(**{**data, "window_throughput_rps": tuple(data["window_throughput_rps"]),
+                      "bound_counts": tuple(tuple(c) for c in data.get("bound_counts", ()))})
 
     def errors_by_kind_json(self) -> str:
         return json.dumps(self.errors_by_kind, sort_keys=True)
@@ -216,6 +244,27 @@ def request_latencies_ns(recording: Recording, start_ns: np.ndarray, timeout_ns:
     timed_out = recording.codes == TIMEOUT
     latency[timed_out] = np.maximum(latency[timed_out], timeout_ns)
     return np.maximum(latency, 0)
+
+
+def ordered_latencies_ms(recording: Recording, latency_from: str, timeout_ns: int) -> np.ndarray:
+    """The latencies of the measured requests the percentiles rest on (successes, timeouts, requests never sent:
+    see the module docstring), in the order they were scheduled: what a bound is decided on."""
+    latency = request_latencies_ns(recording, recording.scheduled_ns if latency_from == "scheduled"
+                                   else recording.sent_ns, timeout_ns)
+    real = measured_mask(recording) & np.isin(recording.codes, (OK, TIMEOUT, NOT_SENT))
+    index = np.flatnonzero(real)
+    index = index[np.argsort(recording.scheduled_ns[index], kind="stable")]
+    return latency[index] / 1e6
+
+
+def claim_columns(claims: dict[str, PercentileClaim]) -> dict:
+    """The published columns of the percentiles' claims: `latency_ms_<k>_ci_low/_ci_high/_at_least`."""
+    out: dict = {}
+    for key, claim in claims.items():
+        out[f"latency_ms_{key}_ci_low"] = claim.ci_low
+        out[f"latency_ms_{key}_ci_high"] = claim.ci_high
+        out[f"latency_ms_{key}_at_least"] = claim.at_least
+    return out
 
 
 def latency_samples(recording: Recording, latency_from: str, timeout_ns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -345,8 +394,8 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         latency_from == "scheduled" and requests > 0 and generator_late >= GENERATOR_SATURATED_MIN_LATE
         and generator_late / requests > GENERATOR_SATURATED_LATE_FRACTION)
 
-    def pct(q: float) -> float | None:
-        return weighted_percentile(lat, weights, q) if lat.size else None
+    ordered = ordered_latencies_ms(recording, latency_from, int(settings.request_timeout_s * 1e9))
+    claims = {k: percentile_claim(lat, weights, ordered, q) for k, q in PERCENTILES.items()}
 
     mean_ms = float(np.average(lat, weights=weights)) if lat.size else None
     ok_total = int((recording.codes == OK).sum())
@@ -361,7 +410,7 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         warmup_requests=int((recording.scheduled_ns < recording.warmup_end_ns).sum()),
         throughput_rps=throughput_rps, throughput_sps=completed * settings.batch_size / duration_s,
         latency_ms_mean=mean_ms,
-        **{f"latency_ms_{k}": pct(q) for k, q in PERCENTILES.items()},
+        **{f"latency_ms_{k}": claim.estimate for k, claim in claims.items()},
         latency_ms_max=float(lat.max()) if lat.size else None,
         latency_from=latency_from, windows=n_windows, window_throughput_rps=tuple(float(v) for v in window_rps),
         stable=window_stable(window_rps, settings.stability_pct), stopped_early=recording.stopped_early, cv=cv,
@@ -379,5 +428,6 @@ def summarize(recording: Recording, settings: LoadSettings, latency_from: str = 
         request_bytes=recording.request_bytes or None,
         response_bytes=recording.response_bytes / ok_total if ok_total and recording.response_bytes else None,
         server_timed_requests=timing.requests if timing else None, **parts, outside_ms=outside,
-        server_window_cpu_pct=server_window_cpu_pct,
+        server_window_cpu_pct=server_window_cpu_pct, latency_samples=len(ordered), **claim_columns(claims),
+        bound_counts=tuple((float(b), *exceedance(ordered, b)) for b in settings.bounds_ms),
     )

@@ -43,6 +43,9 @@ class LoadSettings:
     stop_when_stable: bool = False  # end the measured time at the first window boundary where the rule holds
     min_windows: int = STABLE_WINDOWS  # ... but not before this many windows; duration_s stays the upper bound
     workers: int = 1  # generator processes for this load point; their recordings merge exactly
+    # latency bounds (ms) the point's requests are counted against, for "p99 within the bound" decisions
+    # (tasks/core/confidence.py): the run's bound and the report's
+    bounds_ms: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -72,6 +75,8 @@ class LoadSettings:
                                                        "each worker drives at least one connection")
         if not self.request_timeout_s > 0:
             raise ConfigError("request_timeout_s", self.request_timeout_s, "must be > 0")
+        if any(not b > 0 for b in self.bounds_ms):
+            raise ConfigError("bounds_ms", list(self.bounds_ms), "each must be > 0 ms")
 
     @property
     def concurrency(self) -> int:

@@ -4,6 +4,7 @@
     context.py       what a session's server lives are measured with, the server life, the start of every row
     life.py          one server life: start, served-output checks, profile, every cell, one restart, stop
     point.py         one load point: run with the host read around it, judged, re-measured once when contended
+    bounds.py        a load point's "p99 within the bound" decisions as row fields, at the run's confidence
     sweep.py         a sweep cell: its load points until the sweep's stop rule
     overload.py      the overload phase: each wire's capacity, a burst on the fastest wire
     tune.py          the configuration search over a server's knobs, one server life per configuration

@@ -11,6 +11,7 @@ from tasks.core.errors import ConfigError
 from tasks.core.results import CELL_KEY, DEFAULT_CONFIG_ID, empty_row
 from tasks.core.spec import ModelSpec
 from tasks.loadgen.settings import LoadSettings
+from tasks.measure.bounds import run_bounds
 from tasks.measure.lifecycle import ServerLifeProfile
 from tasks.plan.cells import Cell, Session
 from tasks.plan.config import RunConfig
@@ -67,7 +68,7 @@ class SessionContext:
             duration_s=config.duration_s, warmup_s=config.warmup_s, window_s=config.window_s,
             stability_pct=config.stability_pct, request_timeout_s=config.request_timeout_s,
             stop_when_stable=config.stop_when_stable, min_windows=config.min_windows, workers=config.workers,
-            arrival=config.arrival,
+            arrival=config.arrival, bounds_ms=run_bounds(config),
         )
 
 

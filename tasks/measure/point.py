@@ -11,12 +11,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tasks.loadgen.measurement import Measurement, server_cpu
+from tasks.loadgen.measurement import PERCENTILES, Measurement, server_cpu
 from tasks.loadgen.overload import OverloadFigures, OverloadPhases, summarize_overload
 from tasks.loadgen.recording import Recording
 from tasks.loadgen.resources import Footprint, read_footprint, sampler_for
 from tasks.loadgen.run import PointHooks, run_load_point
 from tasks.loadgen.settings import LoadSettings
+from tasks.measure.bounds import bound_fields
 from tasks.measure.context import ServerLife, SessionContext, base_row
 from tasks.measure.hoststate import HostState, HostStateProbe
 from tasks.measure.inputs import inputs_sha
@@ -45,6 +46,7 @@ MEASUREMENT_COLUMNS = (
     "warmup_requests", "timeouts", "stopped_early", "schedule_lag_ms_p99", "generator_cpu_us_per_request", "workers",
     "latency_hdr", "server_requests", "server_throughput_rps", "throughput_rps_ci_low", "throughput_rps_ci_high",
     "request_bytes", "response_bytes", "server_ms", "queue_ms", "decode_ms", "infer_ms", "encode_ms", "outside_ms",
+    "latency_samples", *(f"latency_ms_{k}_{end}" for k in PERCENTILES for end in ("ci_low", "ci_high", "at_least")),
 )
 NONE_REPORTED = "none reported"  # breakdown_source of a row whose stack reported no timing
 READY_AFTER_POINT_S = 5.0  # after a load point the server must answer its readiness probe within this
@@ -89,6 +91,7 @@ def run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: LoadS
             overload = summarize_overload(Recording.load(str(recording)), phases, settings.request_timeout_s)
         data = measurement.to_dict()
         fields.update({k: data[k] for k in MEASUREMENT_COLUMNS})
+        fields.update(bound_fields(measurement, ctx.config))
         fields["breakdown_source"] = breakdown_source(live.server, measurement)
         fields["errors_by_kind"] = json.dumps(measurement.errors_by_kind, sort_keys=True)
         fields.update(sampler.summary().to_dict())

@@ -3,9 +3,11 @@ rate search), one row per point, until the sweep's stop rule or a point that end
 
 from __future__ import annotations
 
+from tasks.core.errors import ConfigError
 from tasks.loadgen.measurement import Measurement
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
+from tasks.measure.bounds import bound_rule
 from tasks.measure.context import ServerLife, SessionContext, not_measured
 from tasks.measure.point import SERVER_FAILED, measure_point
 from tasks.plan.cells import SWEEP_MODES, Cell
@@ -45,10 +47,12 @@ def measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dic
     try:
         if cell.mode == "concurrency-sweep":
             result = concurrency_sweep(run_point, base, start=config.workers, max_concurrency=int(cell.load),
-                                       p99_bound_ms=config.p99_bound_ms)
+                                       bound=bound_rule(config))
         else:
-            result = rate_sweep(run_point, base, start_rps=cell.load, p99_bound_ms=config.p99_bound_ms,
-                                max_error_rate=config.max_error_rate)
+            rule = bound_rule(config)
+            if rule is None:
+                raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when rate_search is on")
+            result = rate_sweep(run_point, base, start_rps=cell.load, bound=rule, max_error_rate=config.max_error_rate)
         events["sweep"] = {"stop_reason": result.stop_reason, "best_load": result.best_load, "points": len(rows)}
     except _SweepStopped as exc:
         events["sweep"] = {"stop_reason": f"a point failed: {exc}"[:500], "best_load": None, "points": len(rows)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from tasks.core.confidence import row_verdict
 from tasks.core.errors import ConfigError
 from tasks.measure.context import SessionContext
 from tasks.measure.life import serve_life
@@ -30,7 +31,7 @@ def tune_session(ctx: SessionContext, base: ServingOptions, knobs: tuple) -> dic
         out = serve_life(ctx, options, cid, values)
         outs.append(out)
         score, p99 = config_score(out["rows"], config.p99_bound_ms)
-        note = "" if score is not None else f"no ok point with p99 <= {config.p99_bound_ms:g} ms"
+        note = "" if score is not None else no_score_reason(out["rows"], config.p99_bound_ms)
         return Trial(dict(values), cid, score, p99, time.monotonic() - started, note=note)
 
     result = search(config.tune, measure, knobs, defaults, budget_s=config.tune_budget_s,
@@ -46,12 +47,26 @@ def tune_session(ctx: SessionContext, base: ServingOptions, knobs: tuple) -> dic
             "tuning": tuning}
 
 
+def _scored(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["status"] == "ok" and r.get("throughput_rps") is not None]
+
+
 def config_score(rows: list[dict], p99_bound_ms: float | None) -> tuple[float | None, float | None]:
-    """(best throughput, its p99) among a configuration's ok points with p99 within the bound."""
-    within = [r for r in rows if r["status"] == "ok" and r.get("throughput_rps") is not None
-              and r.get("latency_ms_p99") is not None
-              and (p99_bound_ms is None or r["latency_ms_p99"] <= p99_bound_ms)]
+    """(best throughput, its p99 or the p99's lower bound) among a configuration's ok points where "p99 within the
+    bound" holds (a decision: tasks/core/confidence.py; an undecided point does not score)."""
+    within = [r for r in _scored(rows) if p99_bound_ms is None or row_verdict(r, p99_bound_ms) == "holds"]
     if not within:
         return None, None
     top = max(within, key=lambda r: r["throughput_rps"])
-    return float(top["throughput_rps"]), float(top["latency_ms_p99"])
+    p99 = top.get("latency_ms_p99") if top.get("latency_ms_p99") is not None else top.get("latency_ms_p99_at_least")
+    return float(top["throughput_rps"]), None if p99 is None else float(p99)
+
+
+def no_score_reason(rows: list[dict], p99_bound_ms: float) -> str:
+    """Why a configuration has no score: no ok point, or none where the bound holds (how many were undecided)."""
+    scored = _scored(rows)
+    undecided = sum(row_verdict(r, p99_bound_ms) == "undecided" for r in scored)
+    if not scored:
+        return "no ok point"
+    return (f"no ok point where p99 within {p99_bound_ms:g} ms holds"
+            + (f" ({undecided} of {len(scored)} undecided: too few requests)" if undecided else ""))

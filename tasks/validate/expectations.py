@@ -8,8 +8,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tasks.core.confidence import VERDICTS
 from tasks.core.results import CELL_KEY, COLUMNS, KEY_COLUMNS, OVERLOAD_MODE, SCHEMA_VERSION, STATUSES, WIRES
 from tasks.validate.overload import OVERLOAD_CLASSES
+
+# the published percentiles whose claims are checked (each expectation costs GX about 0.1 s a run; p90 and p95 lie
+# between p50 and p99, whose order is checked above)
+CHECKED_CLAIMS = ("p50", "p99", "p999")
 
 MEASURED_ROWS = 'status=="ok" or status=="contended"'  # a contended row keeps its (clean) figures
 # ... and of those the steady load points: an overload row's figures are in its own columns (1.7)
@@ -38,15 +43,40 @@ def results_expectations(expected_rows: int) -> list:
         gxe.ExpectColumnValuesToBeBetween(column="throughput_rps", min_value=0, strict_min=True, **steady),
         gxe.ExpectColumnValuesToNotBeNull(column="throughput_rps", **steady),
         gxe.ExpectColumnValuesToNotBeNull(column="latency_ms_p50", **steady),
-        gxe.ExpectColumnValuesToNotBeNull(column="latency_ms_p99", **steady),
+        # a p99 of too few requests is published as a lower bound only (schema 1.8): one of the two, never both
+        gxe.ExpectColumnValuesToNotBeNull(column="latency_ms_p99", row_condition=f"({STEADY_ROWS}) and "
+                                          "latency_ms_p99_at_least.isnull()", condition_parser="pandas"),
         gxe.ExpectColumnValuesToNotBeNull(column="reason", row_condition='status!="ok"', condition_parser="pandas"),
     ]
     exps += [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in KEY_COLUMNS]
-    exps += [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=hi, column_B=lo, or_equal=True, **steady)
+    exps += [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=hi, column_B=lo, or_equal=True,
+                                                         ignore_row_if="either_value_is_missing", **steady)
              for lo, hi in zip(LATENCY_ORDER, LATENCY_ORDER[1:], strict=False)]
+    exps += confidence_expectations(steady)
     exps += lifecycle_expectations(ok)
     exps += cost_expectations()
     exps += overload_expectations()
+    return exps
+
+
+def confidence_expectations(steady: dict) -> list:
+    """Every claim with what it rests on (schema 1.8, tasks/core/confidence.py): a steady row has its request count;
+    each percentile lies in its interval; a percentile is a figure or a lower bound, never both; a bound decision is
+    one of the verdicts."""
+    import great_expectations.expectations as gxe
+
+    either = {"ignore_row_if": "either_value_is_missing"}
+    exps = [gxe.ExpectColumnValuesToNotBeNull(column="latency_samples", **steady),
+            gxe.ExpectColumnValuesToBeBetween(column="latency_samples", min_value=1, **steady),
+            gxe.ExpectColumnValuesToBeInSet(column="p99_bound_verdict", value_set=list(VERDICTS))]
+    for key in CHECKED_CLAIMS:
+        figure = f"latency_ms_{key}"
+        exps += [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=figure, column_B=f"{figure}_ci_low",
+                                                             or_equal=True, **either),
+                 gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A=f"{figure}_ci_high", column_B=figure,
+                                                             or_equal=True, **either),
+                 gxe.ExpectColumnValuesToBeNull(column=figure, row_condition=f"{figure}_at_least.notnull()",
+                                                condition_parser="pandas")]
     return exps
 
 

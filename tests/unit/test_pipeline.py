@@ -9,6 +9,7 @@ import pytest
 
 from tasks.core.results import SCHEMA_VERSION
 from tasks.measure import sweep as measure_sweep
+from tasks.measure.bounds import run_bounds
 from tasks.measure.context import ServerLife, SessionContext, base_row
 from tasks.pipeline import collect_results
 from tasks.plan.cells import expected_rows, make_plan
@@ -22,8 +23,10 @@ def _fake_points(monkeypatch, capacity_rps: float):
         rps = min(load * 1000.0, capacity_rps) if cell.mode == "concurrency" else min(load, capacity_rps)
         p99 = 1.0 + max(0.0, load * (1000.0 if cell.mode == "concurrency" else 1.0) / capacity_rps - 1) * 50
         row = {**base_row(ctx.run, cell), "status": "ok", "throughput_rps": rps, "latency_ms_p99": p99}
-        m = SimpleNamespace(throughput_rps=rps, latency_ms_p99=p99, requests=100, error_rate=0.0,
-                            generator_saturated=False)
+        # 1,000 requests: none slower than a bound above the p99, a twentieth slower than one below it
+        counts = tuple((b, 0 if p99 <= b else 50, 1000.0) for b in run_bounds(ctx.config))
+        m = SimpleNamespace(throughput_rps=rps, latency_ms_p99=p99, requests=1000, error_rate=0.0,
+                            generator_saturated=False, latency_samples=1000, bound_counts=counts)
         return row, m
 
     monkeypatch.setattr(measure_sweep, "measure_point", fake_point)

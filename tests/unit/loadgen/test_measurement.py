@@ -108,3 +108,24 @@ def test_t_975_is_students_t_at_three_decimals() -> None:
     assert t_975(13) == 2.160  # between a table's entries: the quantile itself, not the next smaller df's
     assert t_975(0) == t_975(1)
     assert t_975(100_000) == 1.960
+
+
+def test_the_count_behind_the_percentiles_is_the_real_requests_and_too_few_give_a_lower_bound():
+    """The hang above: ~14,000 real requests (8 of them timeouts) and >10,000 stand-ins for requests the stalled
+    slots would have sent; the stand-ins move the percentiles but do not add to their count."""
+    rec = _closed_loop_hang()
+    settings = LoadSettings(mode="concurrency", load=4, duration_s=20, warmup_s=0, window_s=2, request_timeout_s=10,
+                            bounds_ms=(50.0, 20_000.0))
+    m = summarize(rec, settings, "sent")
+    assert m.latency_samples == m.requests - m.errors + m.timeouts and m.omitted > 10_000
+    assert m.latency_ms_p99_ci_low <= m.latency_ms_p99 and m.latency_ms_p999 is not None
+    assert m.bound_counts == ((50.0, 8, pytest.approx(m.bound_counts[0][2])), (20_000.0, 0, float(m.latency_samples)))
+    # 60 requests of a slow model: p99 and p99.9 are lower bounds at the largest latency, p50 a figure
+    done = np.cumsum(np.full(60, 200_000_000))
+    slow = Recording(0, 0, 12_000_000_000, done - 200_000_000, done - 200_000_000, done, np.zeros(60, np.int8),
+                     1.0, 12.0, 1, (5.0,), slots=np.zeros(60, np.int32))
+    few = summarize(slow, LoadSettings(mode="concurrency", load=1, duration_s=12, warmup_s=0, window_s=1), "sent")
+    assert few.latency_samples == 60 and few.latency_ms_p50 == pytest.approx(200.0)
+    assert few.latency_ms_p99 is None and few.latency_ms_p99_at_least == pytest.approx(200.0)
+    assert few.latency_ms_p999 is None and few.latency_ms_p999_at_least == few.latency_ms_max
+    assert few.latency_ms_p50_ci_low <= few.latency_ms_p50 <= few.latency_ms_p50_ci_high

@@ -1,33 +1,49 @@
-"""Sweeps (tasks/loadgen/sweep.py): concurrency and rate sweeps follow their stop rules, on a stand-in point."""
+"""Sweeps (tasks/loadgen/sweep.py): concurrency and rate sweeps follow their stop rules, on a stand-in point; a
+bound is a decision (tasks/core/confidence.py): an undecided point neither stops a sweep nor passes a rate."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from tasks.core.confidence import BoundRule
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
 
 
-def _fake_point(capacity_rps: float, base_ms: float = 1.0):
-    """A server model for sweep logic: throughput saturates at capacity, p99 explodes near it."""
+def _fake_point(capacity_rps: float, base_ms: float = 1.0, samples: int = 1000):
+    """A server model for sweep logic: throughput saturates at capacity, p99 explodes near it; of `samples`
+    requests none is slower than a bound above the p99 and a twentieth are slower than one below it."""
     from tasks.loadgen.measurement import Measurement
 
     def run(settings: LoadSettings) -> Measurement:
         offered = settings.load * 1000 / base_ms if settings.mode == "concurrency" else settings.load
         rps = min(offered, capacity_rps)
         p99 = base_ms / max(1e-3, 1 - rps / capacity_rps) if settings.mode == "rate" else base_ms * settings.load
-        return Measurement(1, 100, 0, 0.0, {}, 0, 0, rps, rps, p99, p99, p99, p99, p99, p99, p99, "sent", 3,
-                           (rps,) * 3, True, False, 0.0, 0, 0, 0.0, 10.0, 5.0, False, 1, "")
+        counts = tuple((b, 0 if p99 <= b else samples // 20, float(samples)) for b in settings.bounds_ms)
+        return Measurement(1, samples, 0, 0.0, {}, 0, 0, rps, rps, p99, p99, p99, p99, p99, p99, p99, "sent", 3,
+                           (rps,) * 3, True, False, 0.0, 0, 0, 0.0, 10.0, 5.0, False, 1, "",
+                           latency_samples=samples, bound_counts=counts)
     return run
 
 
 def test_sweeps_follow_their_stop_rules():
-    base = LoadSettings(duration_s=1, window_s=1)
+    base = LoadSettings(duration_s=1, window_s=1, bounds_ms=(3.0, 10.0))
     closed = concurrency_sweep(_fake_point(8000), base, max_concurrency=64)
     assert [c for c, _ in closed.points] == [1, 2, 4, 8, 16] and closed.best_load == 8
-    bounded = concurrency_sweep(_fake_point(8000), base, concurrencies=[1, 2, 4, 8], p99_bound_ms=3)
+    bounded = concurrency_sweep(_fake_point(8000), base, concurrencies=[1, 2, 4, 8], bound=BoundRule(3.0))
     assert [c for c, _ in bounded.points] == [1, 2, 4] and bounded.best_load == 2
-    rate = rate_sweep(_fake_point(1000), replace(base, mode="rate", load=1), start_rps=100, p99_bound_ms=10,
+    assert bounded.stop_reason == "p99 above 3 ms at concurrency 4 (50 of 1000 requests slower)"
+    rate = rate_sweep(_fake_point(1000), replace(base, mode="rate", load=1), start_rps=100, bound=BoundRule(10.0),
                       resolution_pct=2, max_points=20)
     assert 880 <= rate.best_load <= 900  # p99 <= 10 ms  <=>  rate <= 900
     assert all(m.latency_ms_p99 <= 10 for r, m in rate.points if r <= rate.best_load)
+
+
+def test_an_undecided_point_neither_stops_a_sweep_nor_passes_a_rate():
+    base = LoadSettings(duration_s=1, window_s=1, bounds_ms=(3.0, 10.0))
+    # 30 requests, none slow: "within the bound" is undecided (299 would hold it), and 2 of 30 slow is too
+    few = concurrency_sweep(_fake_point(8000, samples=30), base, concurrencies=[1, 2, 4, 8], bound=BoundRule(3.0))
+    assert [c for c, _ in few.points] == [1, 2, 4, 8]
+    rate = rate_sweep(_fake_point(1000, samples=30), replace(base, mode="rate", load=1), start_rps=100,
+                      bound=BoundRule(10.0), max_points=5)
+    assert rate.best_load is None and [r for r, _ in rate.points] == [100, 50, 25, 12.5, 6.25]  # bisects, never held
