@@ -121,8 +121,16 @@ def judge_metric(ratios: list[float], metric: str, thresholds: DuetThresholds, t
 
 def judge_pairs(pairs: list[dict], thresholds: DuetThresholds, tests: int = 1,
                 metrics: tuple[str, ...] = DUET_METRICS) -> list[dict]:
-    """Every duet metric judged on the pairs (`pairs`: DuetPair dicts, candidate over reference)."""
-    return [judge_metric(log_ratios(pairs, m), m, thresholds, tests) for m in metrics]
+    """Every duet metric judged on the pairs (`pairs`: DuetPair dicts, candidate over reference). A pair without the
+    figure on both sides is left out of that metric's verdict, and the verdict says how many were: a p99 of too few
+    requests is published as a lower bound, not a figure (docs/measuring.md#confidence), so such pairs leave p99."""
+    judged = []
+    for metric in metrics:
+        ratios = log_ratios(pairs, metric)
+        verdict = judge_metric(ratios, metric, thresholds, tests)
+        verdict["pairs_left_out"] = len(pairs) - len(ratios)
+        judged.append(verdict)
+    return judged
 
 
 def decided(pairs: list[dict], thresholds: DuetThresholds, tests: int = 1) -> bool:

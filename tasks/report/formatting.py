@@ -41,6 +41,15 @@ def cell_value(value: object) -> str:
     return f"{value:,.2f}" if isinstance(value, float) else str(value)
 
 
+def latency_text(row: dict, name: str) -> str:
+    """A percentile of a row as a table cell: its figure, or "≥ X" where its requests were too few for it and only
+    a lower bound was published (`<name>_at_least`, schema 1.8)."""
+    at_least = number(row.get(f"{name}_at_least"))
+    if number(row.get(name)) is None and at_least is not None:
+        return f"≥ {cell_value(at_least)}"
+    return cell_value(number(row.get(name)))
+
+
 def count_or_figure(value: object) -> str:
     """A count (an int) or a figure of 100 or more as a whole number with separators, else `format_value`."""
     found = number(value)

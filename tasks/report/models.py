@@ -8,7 +8,18 @@ from markupsafe import Markup
 from tasks.core.metrics import METRICS, metrics_where, number
 from tasks.core.results import is_overload
 from tasks.report.contention import host_state_text
-from tasks.report.formatting import REASON_IN_TABLE_CHARS, bounds_text, cell_value, format_value, label, load_text, unit
+from tasks.report.formatting import (
+    DASH,
+    REASON_IN_TABLE_CHARS,
+    bounds_text,
+    cell_value,
+    count_or_figure,
+    format_value,
+    label,
+    latency_text,
+    load_text,
+    unit,
+)
 from tasks.report.plots import Series, bar_chart, line_chart
 from tasks.report.recommend import (
     bounds_for,
@@ -140,7 +151,8 @@ def _table_row(row: dict, best: dict[str, float]) -> dict:
     cells = []
     for name in REPORT_METRICS:
         value = number(row.get(name))
-        cells.append((cell_value(value), row.get("status") == "ok" and value is not None and value == best.get(name)))
+        text = latency_text(row, name) if name.startswith("latency_ms_p") else cell_value(value)
+        cells.append((text, row.get("status") == "ok" and value is not None and value == best.get(name)))
     note = None
     if row["status"] != "ok":
         note = str(row.get("reason") or "")[:REASON_IN_TABLE_CHARS]
@@ -148,7 +160,9 @@ def _table_row(row: dict, best: dict[str, float]) -> dict:
         note = "re-measured: its first measurement was contended"
     return {"server": row["server"], "format": row["format"], "wire": row_wire(row),
             "batch": cell_value(row.get("batch_size")), "load": load_text(row.get("mode"), row.get("load")),
-            "cells": cells, "cv": cell_value(number(row.get("cv"))), "stable": cell_value(row.get("stable")),
+            "cells": cells, "requests": count_or_figure(row.get("latency_samples")),
+            "verdict": row.get("p99_bound_verdict") or DASH,
+            "cv": cell_value(number(row.get("cv"))), "stable": cell_value(row.get("stable")),
             "host": host_state_text(row), "share": cell_value(number(row.get("server_cpu_share_pct"))),
             "other": cell_value(number(row.get("neighbour_cpu_pct"))), "status": row["status"], "note": note}
 

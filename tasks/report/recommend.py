@@ -4,10 +4,13 @@ The report hands it each stack's rows over that stack's best wire (`tasks.report
 stack is ranked as its users would serve it, not by its JSON parser.
 
 A stack is a server serving one format (`triton/onnx`). For each model and batch size and each bound of
-`bounds_for(run's p99_bound_ms)` (P99_BOUNDS_MS and the run's own bound; None: no bound), a stack's figure is its
-highest throughput among its ok rows whose p99 stays within the bound (any load point of the run: the sweep's
-points, the listed loads, the rate search's rates). Contended rows (measured while other work took the host) are
-never ranked. The best stack is the one with the highest such throughput; the margin to the runner-up is in
+`bounds_for(run's p99_bound_ms)` (the judged bounds and the run's own bound; None: no bound), a stack's figure is
+its highest throughput among its ok rows where "p99 within the bound" holds: a decision taken on the count of
+requests slower than the bound (tasks/core/confidence.py), not a comparison of a figure with it (any load point of
+the run: the sweep's points, the listed loads, the rate search's rates). A stack with ok rows none of which holds,
+some undecided (too few requests to tell), is listed in the record's `undecided` with how many more requests its
+best such point would need: it is neither ranked nor ruled out. Contended rows (measured while other work took the
+host) are never ranked. The best stack is the one with the highest such throughput; the margin to the runner-up is in
 percent of the runner-up, `beyond_noise` says whether the two rows' own noise (`tasks.regress.compare.beyond_noise`)
 is smaller and `noise` holds the figures it was judged on. `group_by_answer` folds the bounds with the same answer
 into one record listing them.
@@ -30,20 +33,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tasks.core.confidence import judged_bounds, row_decision, row_verdict
 from tasks.core.metrics import number
 from tasks.core.results import is_overload
 from tasks.regress.compare import beyond_noise, noise_basis
 
-P99_BOUNDS_MS: tuple[float | None, ...] = (10.0, 50.0, 200.0, None)
-
 
 def bounds_for(p99_bound_ms: float | None) -> tuple[float | None, ...]:
-    """P99_BOUNDS_MS with the run's own `p99_bound_ms` among them (the nightly suite's 1,000 ms), in order, no bound
-    last."""
-    bounds = {b for b in P99_BOUNDS_MS if b is not None}
-    if number(p99_bound_ms) is not None:
-        bounds.add(float(p99_bound_ms))
-    return (*sorted(bounds), None)
+    """The judged bounds with the run's own `p99_bound_ms` among them (the nightly suite's 1,000 ms), in order, no
+    bound last."""
+    return (*judged_bounds(number(p99_bound_ms)), None)
 
 
 def stack_of(row: dict) -> str:
@@ -59,8 +58,7 @@ def _best_of_each_stack(rows: list[dict], p99_bound_ms: float | None, key: Calla
     stacks in that order."""
     best: dict[str, dict] = {}
     for row in ok_rows(rows):
-        p99 = number(row.get("latency_ms_p99"))
-        if key(row) is None or (p99_bound_ms is not None and (p99 is None or p99 > p99_bound_ms)):
+        if key(row) is None or (p99_bound_ms is not None and row_verdict(row, p99_bound_ms) != "holds"):
             continue
         stack = stack_of(row)
         if stack not in best or key(row) < key(best[stack]):
@@ -100,11 +98,33 @@ def _rank(row: dict) -> tuple[float, float]:
     return (-(number(row.get("throughput_rps")) or 0.0), p99 if p99 is not None else float("inf"))
 
 
+def undecided_stacks(rows: list[dict], p99_bound_ms: float | None) -> list[dict]:
+    """The stacks with ok rows none of which holds the bound and some undecided (or not decided at all: rows
+    published before schema 1.8): each with its fastest such point, the requests it rests on, those slower than the
+    bound and how many more would decide it."""
+    if p99_bound_ms is None:
+        return []
+    holding = {stack_of(r) for r in ok_rows(rows) if row_verdict(r, p99_bound_ms) == "holds"}
+    out: dict[str, dict] = {}
+    for row in sorted(ok_rows(rows), key=_rank):
+        stack = stack_of(row)
+        decision = row_decision(row, p99_bound_ms)
+        if stack in holding or stack in out or (decision is not None and decision["verdict"] != "undecided"):
+            continue
+        out[stack] = {**_point(row), "requests": row.get("latency_samples"),
+                      "exceed": None if decision is None else decision["exceed"],
+                      "more_requests": None if decision is None else decision["more_requests"],
+                      "recorded": decision is not None}  # False: a row published before decisions (schema 1.8)
+    return sorted(out.values(), key=lambda u: u["stack"])
+
+
 def _point(row: dict) -> dict:
     return {"stack": stack_of(row), "server": row.get("server"), "format": row.get("format"),
             "wire": row.get("wire"), "protocol": row.get("protocol"), "mode": row.get("mode"),
             "load": number(row.get("load")),
             "throughput_rps": number(row.get("throughput_rps")), "latency_ms_p99": number(row.get("latency_ms_p99")),
+            "latency_ms_p99_at_least": number(row.get("latency_ms_p99_at_least")),
+            "latency_samples": row.get("latency_samples"),
             "cv": number(row.get("cv")), "stable": row.get("stable"),
             "generator_saturated": row.get("generator_saturated"), "remeasured": bool(row.get("remeasured")),
             "throughput_rps_ci_low": number(row.get("throughput_rps_ci_low")),
@@ -124,7 +144,7 @@ def margin_pct(better: float | None, worse: float | None, higher_is_better: bool
     return 100.0 * abs(better - worse) / base if base else None
 
 
-def recommend(rows: list[dict], bounds: tuple[float | None, ...] = P99_BOUNDS_MS) -> list[dict]:
+def recommend(rows: list[dict], bounds: tuple[float | None, ...] = bounds_for(None)) -> list[dict]:
     """One record per (model, batch size, bound): best stack, runner-up, margin and whether beyond noise."""
     records = []
     groups = sorted({(str(r.get("model")), int(r.get("batch_size") or 0)) for r in ok_rows(rows)})
@@ -137,7 +157,7 @@ def recommend(rows: list[dict], bounds: tuple[float | None, ...] = P99_BOUNDS_MS
             record = {"model": model, "batch_size": batch, "p99_bound_ms": bound, "stacks": stacks,
                       "meeting": len(ranked), "best": None, "runner_up": None, "margin_pct": None,
                       "beyond_noise": None, "noise": None, "caveats": [], **_cheapest(group, bound, basis),
-                      **_degrades(group)}
+                      **_degrades(group), "undecided": undecided_stacks(group, bound)}
             if ranked:
                 top = ranked[0]
                 record["best"] = _point(top)
@@ -179,7 +199,8 @@ def _answer(record: dict) -> tuple:
 
     return (record["model"], record["batch_size"], point(record["best"]), point(record["runner_up"]),
             point(record.get("cheapest")), point(record.get("cheapest_runner_up")),
-            burst(record.get("degrades_best")), burst(record.get("degrades_runner_up")))
+            burst(record.get("degrades_best")), burst(record.get("degrades_runner_up")),
+            tuple(u["stack"] for u in record.get("undecided", [])))
 
 
 def group_by_answer(records: list[dict]) -> list[dict]:

@@ -6,8 +6,18 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
+from tasks.core.confidence import DECISION_PCT
 from tasks.core.metrics import number
-from tasks.report.formatting import DASH, bounds_text, cell_value, format_value, load_text, unit
+from tasks.report.formatting import (
+    DASH,
+    bounds_text,
+    cell_value,
+    count_or_figure,
+    format_value,
+    latency_text,
+    load_text,
+    unit,
+)
 from tasks.report.overload import burst_view, overload_glance
 from tasks.report.recommend import bounds_for, group_by_answer, recommend
 from tasks.report.templating import render
@@ -45,7 +55,8 @@ def _point_view(point: dict | None) -> dict | None:
     if point is None:
         return None
     return {"stack": point["stack"], "wire": point.get("wire"), "throughput": cell_value(point["throughput_rps"]),
-            "p99": cell_value(point["latency_ms_p99"]), "load": load_text(point["mode"], point["load"])}
+            "p99": latency_text(point, "latency_ms_p99"), "requests": count_or_figure(point.get("latency_samples")),
+            "load": load_text(point["mode"], point["load"])}
 
 
 def _cost_view(point: dict | None, basis: str | None) -> dict | None:
@@ -58,7 +69,7 @@ def _cost_view(point: dict | None, basis: str | None) -> dict | None:
 
 
 def _cheaper(record: dict) -> dict:
-    """How much more the next cheapest stack costs, in % of the cheapest."""
+    """How much more the next cheapest stack costs, in % of the cheapest ("X costs 127.5 % more")."""
     if record.get("cheapest") is None:
         return {"text": DASH, "than": None}
     if record.get("cheapest_runner_up") is None:
@@ -66,7 +77,24 @@ def _cheaper(record: dict) -> dict:
     margin = record.get("cheapest_margin_pct")
     if margin is None:
         return {"text": DASH, "than": None}
-    return {"text": f"{margin:.1f} %", "than": record["cheapest_runner_up"]["stack"]}
+    return {"text": f"{record['cheapest_runner_up']['stack']} costs {margin:.1f} % more", "than": None}
+
+
+def undecided_text(record: dict) -> str:
+    """The stacks that were neither ranked nor ruled out under the bound, and why: their best undecided point's
+    requests, how many were slower than the bound, and how many more would decide it."""
+    parts = []
+    unrecorded = [u["stack"] for u in record.get("undecided", []) if not u.get("recorded", True)]
+    for u in record.get("undecided", []):
+        if not u.get("recorded", True):
+            continue
+        more = (f"about {u['more_requests']:,} more would decide it" if u.get("more_requests") is not None
+                else "no count at this share would decide it")
+        parts.append(f"{u['stack']}: {u['exceed']} of {count_or_figure(u.get('requests'))} requests slower at "
+                     f"{load_text(u['mode'], u['load'])}, {more}")
+    if unrecorded:
+        parts.append(f"no decision recorded for {', '.join(unrecorded)} (rows published before schema 1.8)")
+    return "; ".join(parts) or DASH
 
 
 def _ahead(record: dict) -> dict:
@@ -91,13 +119,16 @@ def _answer_view(record: dict) -> dict:
             "margin": margin, "noise": _noise_short(record), "noise_text": noise_text(record),
             "cheapest": _cost_view(record.get("cheapest"), record.get("cost_basis")), "cheaper": _cheaper(record),
             "degrades": None if top is None else burst_view(top), "ahead": None if top is None else _ahead(record),
-            "caveats": "; ".join(record["caveats"])}
+            "caveats": "; ".join(record["caveats"]), "undecided": undecided_text(record)}
 
 
 def recommendation_section(rows: list[dict], p99_bound_ms: float | None = None) -> Markup:
     """The section: its table of answers (the explanation after it: the first screen shows the answers)."""
     records = group_by_answer(recommend(rows, bounds_for(p99_bound_ms)))
     run_bound = None if number(p99_bound_ms) is None else f"{p99_bound_ms:,g}"
+    confidence = next((number(r.get("p99_bound_confidence_pct")) for r in rows
+                       if number(r.get("p99_bound_confidence_pct")) is not None), DECISION_PCT)
     return render("recommendation.html", answers=[_answer_view(r) for r in records], run_bound=run_bound,
+                  confidence=f"{confidence:g} %",
                   overload=any(r.get("degrades_best") for r in records),
                   glance=overload_glance(rows) if records else Markup(""))

@@ -8,6 +8,7 @@ import pytest
 from tasks.core.cost import Prices, core_s_per_1k, cost_fields, gpu_s_per_1k, price_per_million
 from tasks.core.errors import ConfigError
 from tasks.plan.config import RunConfig
+from tests.claims import decided_claims
 
 
 def measured_row(cpu_pct: float, rps: float, batch: int = 1, device: str = "cpu") -> dict:
@@ -77,7 +78,7 @@ def _ok(server: str, rps: float, p99: float, cpu_pct: float, load: float, price:
            "batch_size": 1, "mode": "concurrency", "load": load, "throughput_rps": rps, "throughput_sps": rps,
            "latency_ms_p50": p99 / 2, "latency_ms_p99": p99, "error_rate": 0.0, "server_cpu_pct": cpu_pct,
            "server_rss_mb": 100.0, "stable": True, "cv": 0.02, "status": "ok", "schema_version": "1.7",
-           "server_cpu_us_per_request": cpu_pct / 100.0 / rps * 1e6}
+           "server_cpu_us_per_request": cpu_pct / 100.0 / rps * 1e6, **decided_claims(p99)}
     row.update(cost_fields(row, Prices(per_core_hour=price)))
     return row
 

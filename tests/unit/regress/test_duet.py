@@ -66,3 +66,12 @@ def test_the_aa_noise_is_the_spread_of_a_pairs_log_ratio():
     expected = math.log(1.02) - math.log(0.98)  # alternating +-2 %: a spread of about 2 %
     assert noise["throughput_rps"] == pytest.approx(abs(expected) / 2 * math.sqrt(6 / 5), rel=0.05)
     assert len(log_ratios(pairs, "throughput_rps")) == 6
+
+
+def test_pairs_whose_p99_is_only_a_lower_bound_are_left_out_of_the_p99_verdict_and_counted():
+    pairs = pairs_of(0.90, 0.005, 4)
+    for pair in pairs[:2]:
+        pair["sides"]["candidate"]["latency_ms_p99"] = None  # too few requests: published as "at least"
+    judged = by_metric(judge_pairs(pairs, THRESHOLDS))
+    assert judged["latency_ms_p99"]["pairs"] == 2 and judged["latency_ms_p99"]["pairs_left_out"] == 2
+    assert judged["throughput_rps"]["pairs"] == 4 and judged["throughput_rps"]["pairs_left_out"] == 0

@@ -10,6 +10,7 @@ from tasks.core.results import to_frame, to_parquet_bytes
 from tasks.regress.compare import compare_rows
 from tasks.report.page import PublishedRun, render_report
 from tasks.report.recommend import recommend
+from tests.claims import decided_claims
 
 RUN = {"run_id": "r2", "logical_date": "2026-11-29T02:00:00+00:00", "status": "partial",
        "provenance": {"git_sha": "abc123", "pipeline_version": "0.1.0", "config": {"models": ["mlp"], "suite": "smoke"},
@@ -22,7 +23,9 @@ def _row(server: str, rps: float, p99: float, status: str = "ok", reason: str | 
             "batch_size": 1, "mode": "concurrency", "load": load, "throughput_rps": rps, "latency_ms_p50": p99 / 2,
             "latency_ms_p99": p99, "error_rate": 0.0, "server_cpu_pct": 90.0, "server_rss_mb": 100.0,
             "startup_s": 1.0, "stable": True, "cv": cv, "status": status, "reason": reason, "cpu_model": "EPYC",
-            "cpu_count": 2, "gpu_name": None, "server_version": "1", "schema_version": "1.3", **extra}
+            "cpu_count": 2, "gpu_name": None, "server_version": "1", "schema_version": "1.3",
+            **decided_claims(p99, bounds=(0.1, 2.0)),
+            **extra}
 
 
 def _sweep_rows() -> list[dict]:

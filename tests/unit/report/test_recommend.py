@@ -11,6 +11,7 @@ from tasks.core.cost import Prices, cost_fields
 from tasks.core.results import to_frame, to_parquet_bytes
 from tasks.report.page import PublishedRun, render_report
 from tasks.report.recommend import degrades_per_stack, efficiency, group_by_answer, recommend
+from tests.claims import decided_claims
 from tests.unit.report.test_page import _row
 
 RUN = {"run_id": "r", "logical_date": "2026-12-02T02:00:00+00:00", "status": "complete",
@@ -22,7 +23,7 @@ def steady(server: str, rps: float, p99: float, cpu_pct: float) -> dict:
            "batch_size": 1, "mode": "concurrency", "load": 4.0, "throughput_rps": rps, "throughput_sps": rps,
            "latency_ms_p50": p99 / 2, "latency_ms_p99": p99, "error_rate": 0.0, "server_cpu_pct": cpu_pct,
            "stable": True, "cv": 0.02, "status": "ok", "schema_version": "1.7", "wire": "json",
-           "server_cpu_us_per_request": cpu_pct / 100.0 / rps * 1e6}
+           "server_cpu_us_per_request": cpu_pct / 100.0 / rps * 1e6, **decided_claims(p99)}
     row.update(cost_fields(row, Prices()))
     return row
 
@@ -138,3 +139,20 @@ def test_efficiency_is_throughput_per_busy_core_at_each_stacks_peak():
     rows = [_row("triton", 3000.0, 1.5, load=4.0, server_cpu_pct=150.0), _row("triton", 1000.0, 1.0, load=1.0)]
     (eff,) = efficiency(rows)
     assert eff["throughput_rps_per_core"] == 2000.0 and eff["server_cpu_pct"] == 150.0
+
+
+def test_a_stack_whose_points_are_undecided_is_named_with_what_would_decide_it_not_ranked():
+    from tests.claims import decided_claims
+
+    few = steady("kserve", 3000.0, 8.0, 100.0)
+    few.update(decided_claims(8.0, samples=30))  # 30 requests, none slower than 50 ms: too few to hold the bound
+    (record,) = recommend([*rows()[:2], few], (50.0,))
+    assert record["best"]["stack"] == "triton/onnx"  # faster kserve is not ranked on 30 requests
+    (undecided,) = record["undecided"]
+    assert undecided["stack"] == "kserve/onnx" and undecided["requests"] == 30 and undecided["exceed"] == 0
+    assert undecided["more_requests"] == 299 - 30
+    files = {"results.parquet": to_parquet_bytes(to_frame([*rows()[:2], few])), "validation.json": b'{"success": true}'}
+    page = render_report(PublishedRun.from_files(files, RUN))
+    table = re.search(r"<table class=recommendation>.*?</table>", page, re.S).group(0)
+    assert "kserve/onnx: 0 of 30 requests slower at concurrency 4, about 269 more would decide it" in table
+    assert "triton/onnx costs 100.0 % more" in table  # the next cheapest, in % of the cheapest
