@@ -17,6 +17,7 @@ from tasks.cli.output import EXIT_NOT_OK, EXIT_OK, print_summary
 from tasks.core.errors import ConfigError
 from tasks.core.results import to_frame
 from tasks.pipeline import RunFailed, check_outcome, plan_run, run_pipeline, run_problems
+from tasks.plan.capacity import measuring_estimate_s
 from tasks.plan.config import RunConfig
 from tasks.store.s3 import connection_from_env
 
@@ -77,6 +78,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"{len(plan.conversions)} conversions, {len(plan.sessions)} server sessions, {len(plan.cells)} cells "
           "(nothing run)")
     print("conversions: " + ", ".join(f"{c['model']}/{c['format']}" for c in plan.conversions))
+    planned_s, typical_s, most_s = measuring_estimate_s(plan.cells, plan.config)
+    print(f"load points: at most {planned_s / 60:.0f} min of warm-up and measured time"
+          + (f"; lengthening undecided points to max_point_s ({plan.config.max_point_s:g} s) adds about "
+             f"{typical_s / 60:.0f} min at one point a cell, at most {most_s / 60:.0f} min"
+             if plan.config.max_point_s is not None else ""))
     for session in plan.sessions:
         print(f"session {session.session_id}")
         for cell in session.cells:

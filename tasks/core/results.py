@@ -246,6 +246,11 @@ CONTRACT: tuple[Column, ...] = (
                                              "rate (null: decided, or no count would)", "requests", since="1.8"),
         _col("p99_bound_confidence_pct", FLOAT, "the confidence of the decision (Param confidence_pct), spread over "
                                                 "its planned looks", "%", since="1.8"),
+        _col("p99_bound_looks", INT, "the decision's planned looks: 1, or 2 where the run lengthens undecided "
+                                     "points (Param max_point_s), the confidence split evenly over them", "looks",
+             since="1.8"),
+        _col("lengthened", BOOL, "the point's first look left its bound undecided: its figures are from a second "
+                                 "point of max_point_s", since="1.8"),
         _col("p99_bounds", STRING, "the decision at every bound the report ranks on (its own and the run's), as "
                                    "JSON: bound in ms -> verdict, exceed, effective requests, more_requests",
              since="1.8"),
@@ -448,7 +453,7 @@ SCHEMA_CHANGES = {
            "(`latency_ms_<p>_ci_low`, `_ci_high`) and, where its requests are too few, no figure but a lower bound "
            "(`latency_ms_<p>_at_least`); the p99 bound decided (`p99_bound_ms`, `p99_bound_verdict`, "
            "`p99_bound_exceed`, `p99_bound_rate_high_pct`, `p99_bound_more_requests`, `p99_bound_confidence_pct`, "
-           "`p99_bounds`)",
+           "`p99_bound_looks`, `p99_bounds`) and points lengthened while undecided (`lengthened`)",
 }
 
 

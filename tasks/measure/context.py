@@ -81,3 +81,4 @@ class ServerLife:
     timeline: dict
     inputs: dict = field(default_factory=dict)  # what this life serves with (tasks/measure/inputs.py), per protocol
     profile: ServerLifeProfile | None = None  # how the current server life lives (tasks/measure/lifecycle.py)
+    best_holding_rps: float = 0.0  # the fastest ok point of this life where the run's bound holds (lengthening)

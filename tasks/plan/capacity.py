@@ -122,3 +122,30 @@ def run_matrix(plan: dict) -> tuple[int, int, int]:
     stacks = len({(s["server"], s["format"]) for s in sessions}) or 1
     loads = max((len(s["cells"]) for s in sessions), default=1)
     return models, stacks, loads
+
+
+def measuring_estimate_s(cells: list, config) -> tuple[float, float, float]:
+    """(seconds of the plan's load points, what lengthening adds where one point per cell is lengthened, the most
+    it can add): each point warm-up plus `duration_s`; a concurrency sweep at its most points (doubling from
+    `workers` up to its largest load), a rate search at `DEFAULT_MAX_POINTS`; with `max_point_s`, a lengthened point
+    warm-up plus `max_point_s` (only a point whose bound is undecided and that could be its stack's best is
+    lengthened: typically the last steps of a sweep, at most every point). Start-ups and conversions are not in it
+    (`capacity` measures them from a published run)."""
+    from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, doubling
+
+    points = measured = 0
+    for cell in cells:
+        if cell.skip:
+            continue
+        measured += 1
+        if cell.mode == "concurrency-sweep":
+            points += len(doubling(config.workers, int(cell.load)))
+        elif cell.mode == "rate-search":
+            points += DEFAULT_MAX_POINTS
+        else:
+            points += 1
+    planned = points * (config.warmup_s + config.duration_s)
+    if config.max_point_s is None:
+        return planned, 0.0, 0.0
+    longer = config.warmup_s + config.max_point_s
+    return planned, measured * longer, points * longer

@@ -15,7 +15,7 @@ from tasks.core.cost import Prices
 from tasks.core.errors import ConfigError
 from tasks.core.results import WIRES
 from tasks.core.spec import catalogue
-from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_WORKERS, STABLE_WINDOWS, check_timing
+from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, STABLE_WINDOWS, check_timing
 from tasks.plan.control import parse_control
 from tasks.plan.hosts import check_hosts
 from tasks.plan.suites import load_suite
@@ -96,6 +96,9 @@ class RunConfig:
     # the confidence of "p99 within a bound" (tasks/core/confidence.py): 95, not MLPerf's 99, so that a slow model's
     # claim rests on 299 requests, not 459; 99 matches MLPerf
     confidence_pct: float = 95.0
+    # a point whose bound decision its first look leaves undecided, and that could be its stack's best within the
+    # bound, is measured again for this long (None: never): tasks/measure/bounds.py
+    max_point_s: float | None = None
     duration_s: float = 10.0
     warmup_s: float = 2.0
     window_s: float = 2.0
@@ -204,6 +207,10 @@ class RunConfig:
                 if not (isinstance(r, (int, float)) and r > 0):
                     raise ConfigError("rates", r, "each must be > 0 requests/s")
         check_timing(self.duration_s, self.warmup_s, self.window_s)
+        if self.max_point_s is not None and not (isinstance(self.max_point_s, (int, float))
+                                                 and self.duration_s < self.max_point_s <= MAX_DURATION_S):
+            raise ConfigError("max_point_s", self.max_point_s, f"must be > duration_s ({self.duration_s:g}) and <= "
+                                                               f"{MAX_DURATION_S:.0f} s, or null (never lengthen)")
         if not (isinstance(self.max_error_rate, (int, float)) and 0 <= self.max_error_rate <= 1):
             raise ConfigError("max_error_rate", self.max_error_rate,
                               "must be from 0 (any failed request fails the load point) to 1")

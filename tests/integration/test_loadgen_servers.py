@@ -3,10 +3,7 @@ and failures (the fake server's injected stall and errors), Triton's own counter
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,35 +14,14 @@ from tasks.loadgen.run import PointHooks, run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.hoststate import ServerReader
 from tasks.measure.window_reader import LiveServerWindowReader
-from tasks.runtimes.ports import free_port
-from tasks.serve.base import Endpoint
 from tasks.serve.launchers.process import ProcessLauncher
 from tasks.serve.session import SessionSettings, server_session
+from tests.fake_server import fake_server
 
 pytestmark = pytest.mark.integration
 READY_TIMEOUT_S = 90.0
 SHORT = {"duration_s": 2.0, "warmup_s": 0.5, "window_s": 0.5}
 RATE_TOLERANCE = 0.05  # open loop: requests within 5% of rate x duration
-
-
-@contextmanager
-def fake_server(*args: str):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_server", "--port", str(port), "--max-s", "60", *args])
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                import socket
-
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield Endpoint("127.0.0.1", port, "mlp", "kserve_v2_rest")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _check_counts(measurement, settings: LoadSettings) -> None:

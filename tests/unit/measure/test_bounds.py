@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tasks.core.confidence import row_verdict
+from tasks.core.confidence import requests_to_hold, row_verdict
 from tasks.loadgen.measurement import Measurement
 from tasks.measure.bounds import ROW_FIELDS, bound_fields, bound_rule, run_bounds
 from tasks.plan.config import RunConfig
@@ -39,3 +39,26 @@ def test_without_a_bound_only_the_judged_bounds_are_decided():
     assert bound_rule(config) is None
     fields = bound_fields(_measured(1000, ((10.0, 0, 1000.0),)), config)
     assert fields["p99_bound_verdict"] is None and json.loads(fields["p99_bounds"])["10"]["verdict"] == "holds"
+
+
+def test_an_undecided_point_that_could_be_its_stacks_best_is_lengthened_at_half_the_alpha_per_look():
+    from tasks.loadgen.settings import LoadSettings
+    from tasks.measure.bounds import lengthened_settings, planned_looks, should_lengthen
+
+    plain = RunConfig.from_params({"p99_bound_ms": 100, "duration_s": 8})
+    longer = RunConfig.from_params({"p99_bound_ms": 100, "duration_s": 8, "max_point_s": 90})
+    assert planned_looks(plain) == 1 and planned_looks(longer) == 2
+    assert bound_rule(longer).looks == 2
+    undecided = {"p99_bound_verdict": "undecided", "throughput_rps": 40.0}
+    assert should_lengthen(undecided, longer, best_holding_rps=30.0)
+    assert not should_lengthen(undecided, longer, best_holding_rps=50.0)  # slower than a point that holds
+    assert not should_lengthen(undecided, plain, best_holding_rps=0.0)  # the run does not lengthen
+    assert not should_lengthen({**undecided, "p99_bound_verdict": "fails"}, longer, best_holding_rps=0.0)
+    settings = lengthened_settings(LoadSettings(duration_s=8, window_s=1, stop_when_stable=True), longer)
+    assert settings.duration_s == 90 and not settings.stop_when_stable
+    # 320 requests, none slow: holds with one look (299 needed), undecided at half the alpha (368 needed)
+    m = _measured(320, ((100.0, 0, 320.0),))
+    assert bound_fields(m, plain)["p99_bound_verdict"] == "holds"
+    fields = bound_fields(m, longer)
+    assert fields["p99_bound_verdict"] == "undecided" and fields["p99_bound_looks"] == 2
+    assert fields["p99_bound_more_requests"] == requests_to_hold(99.0, 95.0, looks=2) - 320 == 368 - 320

@@ -45,7 +45,8 @@ def test_a_contended_point_is_measured_again_once_then_judged(monkeypatch, neigh
                           budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)))
     live = SimpleNamespace(server=SimpleNamespace(name="custom"), server_version="1", startup_s=1.0,
                            runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
-    life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None)
+    life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None,
+                           best_holding_rps=0.0)
     cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "concurrency", 2.0)
     row, _ = point_module.measure_point(ctx, life, cell)
     assert calls == list(neighbours) and row["status"] == status and row["remeasured"] is remeasured
@@ -58,3 +59,40 @@ def test_a_contended_point_is_measured_again_once_then_judged(monkeypatch, neigh
         assert row["reason"] is None
     events = life.timeline["cells"][cell.cell_id]
     assert ("quiet_wait" in events) is remeasured
+
+
+@pytest.mark.parametrize(("best_holding_rps", "lengthened"), [(0.0, True), (2000.0, False)])
+def test_an_undecided_point_that_could_be_the_best_is_measured_again_for_max_point_s(
+        monkeypatch, best_holding_rps, lengthened):
+    settings_seen = []
+
+    def fake_run_point(ctx, life, cell, settings=None):
+        settings_seen.append(settings.duration_s if settings is not None else ctx.config.duration_s)
+        first = settings is None
+        measurement = SimpleNamespace(to_dict=lambda: {"requests": 100, "errors": 0, "error_rate": 0.0,
+                                                       "errors_by_kind": {}})
+        state = _state(5.0)
+        fields = {"throughput_rps": 1000.0, "latency_samples": 40 if first else 500,
+                  "p99_bound_verdict": "undecided" if first else "holds", **state.row_fields(),
+                  "host_state": state.to_json()}
+        return point_module.PointRun(fields, measurement, None, state, ServerHealth(None, True))
+
+    monkeypatch.setattr(point_module, "run_point", fake_run_point)
+    run = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": "1.8", "code": {}, "host": {}}
+    config = RunConfig(quiet_wait_s=0.0, p99_bound_ms=100.0, duration_s=4.0, warmup_s=0.5, window_s=1.0,
+                       max_point_s=30.0)
+    ctx = SimpleNamespace(config=config, run=run, budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)),
+                          load_settings=lambda cell: point_module.LoadSettings(duration_s=4.0, window_s=1.0))
+    live = SimpleNamespace(server=SimpleNamespace(name="custom"), server_version="1", startup_s=1.0,
+                           runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
+    life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None,
+                           best_holding_rps=best_holding_rps)
+    cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "concurrency", 2.0)
+    row, _ = point_module.measure_point(ctx, life, cell)
+    assert row["lengthened"] is lengthened and row["status"] == "ok"
+    if lengthened:
+        assert settings_seen == [4.0, 30.0] and row["latency_samples"] == 500 and row["p99_bound_verdict"] == "holds"
+        assert life.best_holding_rps == 1000.0  # the next point must beat it to be lengthened
+        assert life.timeline["cells"][cell.cell_id]["lengthen"]["first_requests"] == 40
+    else:
+        assert settings_seen == [4.0] and row["p99_bound_verdict"] == "undecided"
