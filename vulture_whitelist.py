@@ -65,6 +65,17 @@ _.warmup_requests  # Measurement.to_dict(): published columns
 _.latency_ms_p90
 _.latency_ms_p95
 _.latency_ms_p999
+# each percentile's claim (Measurement.to_dict(): MEASUREMENT_COLUMNS builds their names with an f-string)
+_.latency_ms_p50_at_least
+_.latency_ms_p90_ci_low
+_.latency_ms_p90_ci_high
+_.latency_ms_p90_at_least
+_.latency_ms_p95_ci_low
+_.latency_ms_p95_ci_high
+_.latency_ms_p95_at_least
+_.latency_ms_p99_ci_high
+_.latency_ms_p999_ci_low
+_.latency_ms_p999_ci_high
 _.gpu_util_pct  # ResourceSummary.to_dict(): RESOURCE_COLUMNS
 _.gpu_mem_mb
 _.gpu_power_w

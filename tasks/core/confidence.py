@@ -102,7 +102,7 @@ class PercentileClaim:
 
 def _weighted_level(sorted_values: np.ndarray, cumulative: np.ndarray, level: float) -> float:
     """The smallest value whose cumulative weight reaches `level` (a fraction) of the total: the inverted CDF,
-    the rule of tasks/loadgen/measurement.weighted_percentile (a relative 1e-12 absorbs the rounding of r / m)."""
+    every published percentile's rule (a relative 1e-12 absorbs the rounding of r / m)."""
     index = int(np.searchsorted(cumulative, cumulative[-1] * level * (1.0 - 1e-12), side="left"))
     return float(sorted_values[min(index, len(sorted_values) - 1)])
 

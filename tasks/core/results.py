@@ -252,7 +252,8 @@ CONTRACT: tuple[Column, ...] = (
         _col("lengthened", BOOL, "the point's first look left its bound undecided: its figures are from a second "
                                  "point of max_point_s", since="1.8"),
         _col("p99_bounds", STRING, "the decision at every bound the report ranks on (its own and the run's), as "
-                                   "JSON: bound in ms -> verdict, exceed, effective requests, more_requests",
+                                   "JSON: bound in ms -> verdict, exceed, effective requests, rate_pct (the "
+                                   "one-sided confidence bounds of the share slower, %), more_requests",
              since="1.8"),
     ),
     *_columns(

@@ -331,15 +331,6 @@ def _stalls(codes: np.ndarray) -> list[tuple[int, int]]:
     return runs
 
 
-def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    """The q-th percentile of weighted samples (the inverted CDF: the smallest value whose cumulative weight
-    reaches q % of the total); with unit weights it equals numpy's "inverted_cdf" percentile."""
-    order = np.argsort(values, kind="stable")
-    cumulative = np.cumsum(weights[order])
-    index = int(np.searchsorted(cumulative, cumulative[-1] * q / 100.0, side="left"))
-    return float(values[order][min(index, len(order) - 1)])
-
-
 def throughput_windows(recording: Recording, settings: LoadSettings) -> tuple[np.ndarray, str]:
     """Each window's throughput (req/s) and the basis, "time" or "count" (see the module docstring)."""
     window_ns = int(settings.window_s * 1e9)

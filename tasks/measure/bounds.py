@@ -68,4 +68,5 @@ def bound_fields(measurement: Measurement, config: RunConfig) -> dict:
 
 def _summary(decision: BoundDecision) -> dict:
     return {"verdict": decision.verdict, "exceed": decision.exceed, "effective": round(decision.effective, 1),
+            "rate_pct": [round(100 * decision.rate_low, 4), round(100 * decision.rate_high, 4)],
             "more_requests": decision.more_requests}
