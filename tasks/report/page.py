@@ -95,7 +95,8 @@ def render_report(published: PublishedRun) -> str:
     bound = config.get("p99_bound_ms")
     host = (run.get("provenance") or {}).get("host") or (rows[0] if rows else {})
     models = sorted({str(r["model"]) for r in headline})
-    sections: list[Markup] = [recommendation_section(headline, bound)]
+    aa_noise = ((published.regressions or {}).get("aa") or {}).get("noise") or {}
+    sections: list[Markup] = [recommendation_section(headline, bound, aa_noise.get("throughput_rps"))]
     sections += [model_section(m, [r for r in headline if str(r["model"]) == m], bound) for m in models]
     sections += [overload_section(headline), configurations_section(rows, published.tuning),
                  engine_section(rows), wires_section(rows), lifecycle_section(rows),

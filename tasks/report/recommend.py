@@ -31,12 +31,13 @@ holds the same answer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from tasks.core.confidence import judged_bounds, row_decision, row_verdict
 from tasks.core.metrics import number
 from tasks.core.results import is_overload
-from tasks.regress.compare import beyond_noise, noise_basis
+from tasks.regress.compare import NOISE_SIGMAS, beyond_noise, noise_basis
 
 
 def bounds_for(p99_bound_ms: float | None) -> tuple[float | None, ...]:
@@ -144,8 +145,10 @@ def margin_pct(better: float | None, worse: float | None, higher_is_better: bool
     return 100.0 * abs(better - worse) / base if base else None
 
 
-def recommend(rows: list[dict], bounds: tuple[float | None, ...] = bounds_for(None)) -> list[dict]:
-    """One record per (model, batch size, bound): best stack, runner-up, margin and whether beyond noise."""
+def recommend(rows: list[dict], bounds: tuple[float | None, ...] = bounds_for(None),
+              between_sessions: float | None = None) -> list[dict]:
+    """One record per (model, batch size, bound): best stack, runner-up, margin and whether beyond noise (the two
+    points' own noise and, given the night's A/A spread of a throughput log ratio, `between_sessions`, twice it)."""
     records = []
     groups = sorted({(str(r.get("model")), int(r.get("batch_size") or 0)) for r in ok_rows(rows)})
     basis = cost_basis(rows)
@@ -173,10 +176,27 @@ def recommend(rows: list[dict], bounds: tuple[float | None, ...] = bounds_for(No
                 top_rps, runner_rps = number(top.get("throughput_rps")) or 0.0, number(runner.get("throughput_rps"))
                 if runner_rps:
                     record["margin_pct"] = 100.0 * (top_rps - runner_rps) / runner_rps
-                record["beyond_noise"] = beyond_noise("throughput_rps", runner, top)
-                record["noise"] = noise_basis("throughput_rps", runner, top)
+                record["beyond_noise"], record["noise"] = _margin_noise(runner, top, between_sessions)
             records.append(record)
     return records
+
+
+def _margin_noise(runner: dict, top: dict, between_sessions: float | None) -> tuple[bool | None, dict | None]:
+    """Whether the fastest stack's margin is beyond noise, and the figures: beyond both points' own noise
+    (`beyond_noise`: their throughput intervals, from each point's windows) and, where the night's A/A duet
+    measured it, beyond twice the spread of a throughput ratio between two sessions of one stack."""
+    within_point = beyond_noise("throughput_rps", runner, top)
+    basis = noise_basis("throughput_rps", runner, top)
+    if basis is None or within_point is None:
+        return within_point, basis
+    basis = {**basis, "within_point": within_point, "between_sessions": between_sessions, "beyond_sessions": None}
+    if between_sessions is None:
+        return within_point, basis
+    top_rps, runner_rps = number(top.get("throughput_rps")), number(runner.get("throughput_rps"))
+    beyond_sessions = bool(top_rps and runner_rps and abs(math.log(top_rps / runner_rps)) > NOISE_SIGMAS *
+                           between_sessions)
+    basis["beyond_sessions"] = beyond_sessions
+    return within_point and beyond_sessions, basis
 
 
 def _cheapest(group: list[dict], bound: float | None, basis: str) -> dict:

@@ -31,15 +31,22 @@ def noise_text(record: dict) -> str:
     if basis is None or verdict is None:
         return "unknown (no spread published)"
     rps = unit("throughput_rps")
+    if basis.get("between_sessions") is not None:
+        sessions = (f"; beside the night's A/A duet's spread between sessions, "
+                    f"{100 * basis['between_sessions']:.1f} % a ratio (the margin must exceed twice it: "
+                    f"{'it does' if basis['beyond_sessions'] else 'it does not'})")
+    else:
+        sessions = "; no A/A duet measured the noise between sessions tonight"
     if basis["method"] == "intervals":
         (a_lo, a_hi), (b_lo, b_hi) = basis["a"], basis["b"]
         figures = (f"95 % intervals {format_value(b_lo)}–{format_value(b_hi)} (best) and "
                    f"{format_value(a_lo)}–{format_value(a_hi)} {rps} (runner-up)")
-        return f"yes: the {figures} do not overlap" if verdict else f"no, within noise: the {figures} overlap"
+        overlap = "do not overlap" if basis["within_point"] else "overlap"
+        return f"{'yes' if verdict else 'no, within noise'}: the {figures} {overlap}{sessions}"
     figures = (f"the difference {format_value(basis['delta'])} {rps} against 2·sqrt((cv₁·x₁)² + (cv₂·x₂)²) = "
                f"{format_value(basis['threshold'])} {rps} (CVs {100 * basis['cv_b']:.0f} % and "
                f"{100 * basis['cv_a']:.0f} %)")
-    return f"yes: {figures}" if verdict else f"no, within noise: {figures}"
+    return f"{'yes' if verdict else 'no, within noise'}: {figures}{sessions}"
 
 
 def _noise_short(record: dict) -> str:
@@ -122,9 +129,11 @@ def _answer_view(record: dict) -> dict:
             "caveats": "; ".join(record["caveats"]), "undecided": undecided_text(record)}
 
 
-def recommendation_section(rows: list[dict], p99_bound_ms: float | None = None) -> Markup:
-    """The section: its table of answers (the explanation after it: the first screen shows the answers)."""
-    records = group_by_answer(recommend(rows, bounds_for(p99_bound_ms)))
+def recommendation_section(rows: list[dict], p99_bound_ms: float | None = None,
+                           between_sessions: float | None = None) -> Markup:
+    """The section: its table of answers (the explanation after it: the first screen shows the answers);
+    `between_sessions`: the night's A/A duet's spread of a throughput log ratio (tasks/regress/duet.py)."""
+    records = group_by_answer(recommend(rows, bounds_for(p99_bound_ms), between_sessions))
     run_bound = None if number(p99_bound_ms) is None else f"{p99_bound_ms:,g}"
     confidence = next((number(r.get("p99_bound_confidence_pct")) for r in rows
                        if number(r.get("p99_bound_confidence_pct")) is not None), DECISION_PCT)
