@@ -321,10 +321,11 @@ CONTRACT: tuple[Column, ...] = (
         _col("pre_burst_p99_ms", FLOAT, "p99 latency at half the capacity before the burst (its first second left "
                                         "out)", "ms",
              since="1.7"),
-        _metric("recovery_s", "from the burst's end until the p99 of a window of requests is back within 1.2 × "
-                              "pre_burst_p99_ms, none failed; null when it did not recover within the phase",
+        _metric("recovery_s", "from the burst's end until a window of requests is back: none failed and the share "
+                              "slower than 1.2 × the pre-burst stretch's p99 (p90 or median where it holds too few "
+                              "requests) decided below 1 − q; null when none was within the phase",
                 since="1.7"),
-        _col("recovered", BOOL, "p99 came back within the phase (recovery_s is set)", since="1.7"),
+        _col("recovered", BOOL, "latency came back within the phase (recovery_s is set)", since="1.7"),
         _col("overload_class", STRING, "what the stack did (tasks/validate/overload.py): `holds` (nothing failed, "
                                        "p99 within 1.2 ×), `sheds` (failures mostly fast errors), `queues` (mostly "
                                        "timeouts, or p99 rose), `fails` (the server died: the row is failed)",

@@ -47,8 +47,10 @@ def _series_name(row: dict, batches: int, modes: int) -> str:
     return name
 
 
-def _series(rows: list[dict], y_metric: str, x_metric: str | None = None) -> list[Series]:
-    """One series per stack (and batch size / loop kind where the model has several), points ordered by load."""
+def _series(rows: list[dict], y_metric: str, x_metric: str | None = None, claims: bool = False) -> list[Series]:
+    """One series per stack (and batch size / loop kind where the model has several), points ordered by load.
+    `claims` (a latency percentile): each point with its 95 % interval (`<y>_ci_low`, `_ci_high`), and a point
+    whose percentile is only a lower bound (`<y>` null) drawn at `<y>_at_least`, marked as one."""
     ok = ok_rows(rows)
     batches = len({r.get("batch_size") for r in ok})
     modes = len({r.get("mode") for r in ok})
@@ -57,21 +59,27 @@ def _series(rows: list[dict], y_metric: str, x_metric: str | None = None) -> lis
         groups.setdefault(_series_name(row, batches, modes), []).append(row)
     out = []
     for name in sorted(groups):
-        points, labels = [], []
+        points, labels, intervals, at_least = [], [], [], []
         for row in sorted(groups[name], key=lambda r: number(r.get("load")) or 0.0):
             x = number(row.get(x_metric)) if x_metric else number(row.get("load"))
             y = number(row.get(y_metric))
+            bound = claims and y is None and number(row.get(f"{y_metric}_at_least")) is not None
+            if bound:
+                y = number(row.get(f"{y_metric}_at_least"))
             if x is not None and y is not None:
                 points.append((x, y))
                 labels.append(load_text(row.get("mode"), row.get("load")))
-        out.append(Series(name, tuple(points), tuple(labels)))
+                at_least.append(bound)
+                intervals.append((number(row.get(f"{y_metric}_ci_low")), number(row.get(f"{y_metric}_ci_high")))
+                                 if claims else None)
+        out.append(Series(name, tuple(points), tuple(labels), tuple(intervals), tuple(at_least)))
     return out
 
 
 def _plots(model: str, rows: list[dict], p99_bound_ms: float | None) -> list[Markup]:
     thr = f"{label('throughput_rps')} ({unit('throughput_rps')})"
-    plots = [line_chart(f"latency-{p}", f"{model}: {label(m)} against throughput", _series(rows, m, "throughput_rps"),
-                        thr, f"{label(m)} ({unit(m)})")
+    plots = [line_chart(f"latency-{p}", f"{model}: {label(m)} against throughput with each point's 95 % interval",
+                        _series(rows, m, "throughput_rps", claims=True), thr, f"{label(m)} ({unit(m)})")
              for p, m in (("p99", "latency_ms_p99"), ("p50", "latency_ms_p50"))]
     for mode in ("concurrency", "rate"):
         mode_rows = [r for r in rows if r.get("mode") == mode]

@@ -39,8 +39,25 @@ def _burst_row(row: dict) -> dict:
             "goodput": cell_value(number(row.get("goodput_pct"))), "errors": cell_value(row.get("errors")),
             "requests": cell_value(row.get("requests")), "timeouts": cell_value(row.get("timeouts")),
             "p99_before": cell_value(number(row.get("pre_burst_p99_ms"))),
-            "p99_during": cell_value(number(row.get("burst_p99_ms"))), "recovery": recovery, "status": row["status"],
+            "p99_during": cell_value(number(row.get("burst_p99_ms"))), "recovery": recovery,
+            "judged": _judged_on(detail), "status": row["status"],
             "reason": None if row["status"] == "ok" else str(row.get("reason") or "")[:REASON_IN_TABLE_CHARS]}
+
+
+def _judged_on(detail: dict) -> str:
+    """What a burst's recovery was judged on: the limit, the percentile before the burst it is 1.2 × of with its
+    count, and the requests each window after the burst held ("" for a record without them)."""
+    level, phases = detail.get("recovery_level"), detail.get("phases") or {}
+    burst_end = float(phases.get("pre_s", 0.0)) + float(phases.get("burst_s", 0.0))
+    counts = [w["requests"] for w in detail.get("windows") or [] if isinstance(w, dict)
+              and w["start_s"] >= burst_end - 1e-6]
+    if level is None or not counts:
+        return ""
+    name = "median" if float(level) == 50.0 else f"p{float(level):g}"
+    held = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}–{max(counts)}"
+    return (f"limit {format_value(detail.get('recovery_limit_ms'))} ms: 1.2 × the {name} of "
+            f"{detail.get('pre_requests')} requests before; windows of {format_value(detail.get('window_s'))} s "
+            f"after it held {held} requests")
 
 
 def overload_section(rows: list[dict]) -> Markup:

@@ -4,6 +4,11 @@ The same input gives the same bytes (fixed palette by series order, coordinates 
 formatted by fixed rules), so a report rebuilt from the store is byte-identical to the published one. Hovering
 a point shows its values through SVG's own `<title>` (no JavaScript).
 
+A line chart's point may carry its 95 % interval, drawn as a vertical bar from its lower to its upper end; an
+end that is not known (too few requests to bound the percentile from above or below) runs to the plot's edge
+and ends open (an arrowhead at that edge). A point whose figure is only a lower bound (too few requests for the
+percentile: the largest latency seen) is drawn as a hollow triangle pointing up; the legend says what both mean.
+
     line_chart("p99 against throughput", [Series("triton/onnx", ((3867.0, 1.44), ...))], "req/s", "ms")
     bar_chart("Throughput per CPU core", [("triton/onnx", 4201.3), ...], "req/s per core")
 """
@@ -11,7 +16,7 @@ a point shows its values through SVG's own `<title>` (no JavaScript).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup
@@ -34,6 +39,17 @@ class Series:
     name: str
     points: tuple[tuple[float, float], ...]  # (x, y), drawn in this order
     labels: tuple[str, ...] = ()  # per point, shown on hover (e.g. "concurrency 4"); empty: none
+    # per point, its 95 % interval (low, high), None for an end not known; None or empty: no bar
+    intervals: tuple[tuple[float | None, float | None] | None, ...] = ()
+    at_least: tuple[bool, ...] = ()  # per point, True: its y is only a lower bound ("≥ y"); empty: none
+
+    def interval(self, j: int) -> tuple[float | None, float | None] | None:
+        """Point j's interval, None without one (neither end known)."""
+        found = self.intervals[j] if j < len(self.intervals) else None
+        return found if found is not None and found != (None, None) else None
+
+    def is_lower_bound(self, j: int) -> bool:
+        return j < len(self.at_least) and self.at_least[j]
 
 
 def _num(value: float) -> str:
@@ -107,14 +123,16 @@ def _frame(kind: str, title: str, width: int, height: int) -> dict:
 
 def line_chart(kind: str, title: str, series: Sequence[Series], x_label: str, y_label: str,
                x_ticks: Sequence[tuple[float, str]] | None = None, zero_y: bool = True) -> Markup:
-    """Lines with point markers, one per series, legend on the right. `kind` names the plot (data-plot)
-    for tests and styles; `x_ticks` replaces the x axis' numbers with labels (e.g. dates at 0, 1, 2...)."""
+    """Lines with point markers, one per series, legend on the right, each point's interval (where its series has
+    one) as a bar and a lower bound as a hollow triangle, the legend's key saying so. `kind` names the plot
+    (data-plot) for tests and styles; `x_ticks` replaces the x axis' numbers with labels (e.g. dates at 0, 1, 2...)."""
     plot = _frame(kind, title, WIDTH_PX, HEIGHT_PX)
     drawn = [s for s in series if s.points]
     if not drawn:
         return render("line_chart.svg", plot=plot, series=[])
     xs = [x for s in drawn for x, _ in s.points]
     ys = [y for s in drawn for _, y in s.points]
+    ys += [end for s in drawn for j in range(len(s.points)) for end in (s.interval(j) or ()) if end is not None]
     if x_ticks:
         lo, hi = min(x for x, _ in x_ticks), max(x for x, _ in x_ticks)
         x_axis = Axis(lo - 0.5, hi + 0.5, False, tuple(x for x, _ in x_ticks))
@@ -131,16 +149,22 @@ def line_chart(kind: str, title: str, series: Sequence[Series], x_label: str, y_
     x_names = dict(x_ticks or ())
     lines = []
     for i, s in enumerate(drawn):
-        points = []
+        points, bars = [], []
         for j, (x, y) in enumerate(s.points):
             at = f"{s.labels[j]}: " if j < len(s.labels) else ""
-            points.append((_num(px(x)), _num(py(y)),
-                           f"{s.name} {at}{format_value(x)} {x_label}, {format_value(y)} {y_label}"))
+            interval = s.interval(j)
+            tip = (f"{s.name} {at}{format_value(x)} {x_label}, {'≥ ' if s.is_lower_bound(j) else ''}"
+                   f"{format_value(y)} {y_label}{_interval_text(interval)}")
+            points.append({"x": _num(px(x)), "y": _num(py(y)), "tip": tip,
+                           "triangle": _triangle(px(x), py(y)) if s.is_lower_bound(j) else ""})
+            if interval is not None:
+                bars.append(_bar(px(x), py, interval, plot))
         lines.append({"name": s.name, "color": PALETTE[i % len(PALETTE)],
                       "dash": DASHES[(i // len(PALETTE)) % len(DASHES)],
                       "coords": " ".join(f"{_num(px(x))},{_num(py(y))}" for x, y in s.points), "points": points,
-                      "legend_y": MARGIN_TOP_PX + 6 + 16 * i})
-    return render("line_chart.svg", plot=plot, series=lines,
+                      "bars": bars, "legend_y": MARGIN_TOP_PX + 6 + 16 * i})
+    key = _key(lines, MARGIN_TOP_PX + 6 + 16 * len(drawn) + 8, plot["right"] + 20)
+    return render("line_chart.svg", plot=plot, series=lines, key=key,
                   x_ticks=[(_num(px(t)), x_names.get(t, _tick_text(t))) for t in x_axis.ticks
                            if x_axis.lo <= t <= x_axis.hi],
                   y_ticks=[(_num(py(t)), _tick_text(t)) for t in y_axis.ticks if y_axis.lo <= t <= y_axis.hi],
@@ -148,6 +172,59 @@ def line_chart(kind: str, title: str, series: Sequence[Series], x_label: str, y_
                   y_label=y_label + (" (log scale)" if y_axis.log else ""),
                   x_label_at=_num(MARGIN_LEFT_PX + plot["plot_w"] / 2),
                   y_label_at=_num(MARGIN_TOP_PX + plot["plot_h"] / 2))
+
+
+def _triangle(x: float, y: float) -> str:
+    """A hollow triangle pointing up at (x, y): the path of a lower-bound marker."""
+    return f"M{_num(x)},{_num(y - 5)} L{_num(x + 4.5)},{_num(y + 3)} L{_num(x - 4.5)},{_num(y + 3)} Z"
+
+
+def _bar(x: float, py: Callable[[float], float], interval: tuple[float | None, float | None], plot: dict) -> dict:
+    """A point's interval bar at x: from its low to its high end (px), each end a cap, or where not known the
+    plot's edge with an arrowhead pointing out of the plot (the interval goes on beyond what is drawn)."""
+    low, high = interval
+    y_low = plot["bottom"] if low is None else py(low)
+    y_high = plot["top"] if high is None else py(high)
+    ends = []
+    for y, known, out in ((y_low, low is not None, 1), (y_high, high is not None, -1)):
+        if known:
+            ends.append(f"M{_num(x - 3)},{_num(y)} L{_num(x + 3)},{_num(y)}")
+        else:
+            ends.append(f"M{_num(x - 3)},{_num(y - 5 * out)} L{_num(x)},{_num(y)} L{_num(x + 3)},{_num(y - 5 * out)}")
+    return {"line": f"M{_num(x)},{_num(y_low)} L{_num(x)},{_num(y_high)}", "ends": " ".join(ends),
+            "open": low is None or high is None}
+
+
+def _key(lines: list[dict], top: float, x: float) -> list[dict]:
+    """The legend's lines below the series' names for what the chart draws (intervals, open ends, lower bounds),
+    each with its text and the path of its glyph at (x, its y); a text's second line has no glyph."""
+    bars = [bar for line in lines for bar in line["bars"]]
+    entries = []
+    if bars:
+        entries.append(("bar", "bar: 95 % interval"))
+    if any(bar["open"] for bar in bars):
+        entries.append(("arrow", "arrow: end not bounded"))
+    if any(p["triangle"] for line in lines for p in line["points"]):
+        entries += [("triangle", "≥: a lower bound only"), ("", "(too few requests)")]
+    out = []
+    for k, (glyph, text) in enumerate(entries):
+        y = top + 16 * k
+        left, right, up, down = _num(x - 3), _num(x + 3), _num(y - 6), _num(y + 6)
+        path = {"bar": f"M{_num(x)},{up} L{_num(x)},{down} M{left},{up} L{right},{up} M{left},{down} L{right},{down}",
+                "arrow": f"M{left},{_num(y - 1)} L{_num(x)},{up} L{right},{_num(y - 1)} M{_num(x)},{up} L{_num(x)},"
+                         f"{down}",
+                "triangle": _triangle(x, y)}.get(glyph, "")
+        out.append({"y": _num(y), "glyph": path, "text": text})
+    return out
+
+
+def _interval_text(interval: tuple[float | None, float | None] | None) -> str:
+    """A point's interval for its hover text: "95 % interval 1.2–3.4", an unknown end "open"."""
+    if interval is None:
+        return ""
+    low, high = interval
+    return (f" (95 % interval {'open' if low is None else format_value(low)}–"
+            f"{'open' if high is None else format_value(high)})")
 
 
 def bar_chart(kind: str, title: str, bars: Sequence[tuple[str, float]], unit: str) -> Markup:

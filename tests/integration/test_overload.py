@@ -103,16 +103,17 @@ def test_the_custom_service_with_one_worker_under_overload(tmp_path, mlp_onnx):
         detail = json.loads(row["overload"])
         assert detail["requests"] == row["requests"] > 0
         assert row["recovered"] is (row["recovery_s"] is not None)
-        # recovery measured: it is the first window after the burst in which none failed and p99 was back within
-        # 1.2 x the p99 before, or there was none. Whether a one-worker server recovers within the 5 s is the host's
+        # recovery measured: it is the first window after the burst in which none failed and the share slower than
+        # 1.2 x the percentile before was decided below its level (tasks/loadgen/overload.py), or there was none.
+        # Whether a one-worker server recovers within the 5 s is the host's
         # and its own affair: in most runs here it was back 0.5-4.5 s after the burst, in some it was not (its
         # queue of a thousand connections' requests timing out, each replaced by a fresh one at the back of it)
         burst_end = detail["phases"]["pre_s"] + detail["phases"]["burst_s"]
-        after = [w for w in detail["windows"] if w[0] >= burst_end - 1e-6]
-        back = [w[1] > 0 and w[2] == 0 and w[3] <= 1.2 * row["pre_burst_p99_ms"] for w in after]
-        assert after
+        after = [w for w in detail["windows"] if w["start_s"] >= burst_end - 1e-6]
+        back = [w["requests"] > 0 and w["failed"] == 0 and w["verdict"] == "holds" for w in after]
+        assert after and detail["recovery_level"] is not None
         if row["recovered"]:
-            assert after[back.index(True)][0] == pytest.approx(burst_end + row["recovery_s"])
+            assert after[back.index(True)]["start_s"] == pytest.approx(burst_end + row["recovery_s"])
         else:
             assert not any(back)
             assert detail["recovery"] == f"did not recover within {detail['phases']['recover_s']:g} s"

@@ -79,7 +79,6 @@ WITHOUT_UNIT_FILE = {
     "tasks.report.changes": RENDERED_BY_PAGE,
     "tasks.report.checks": RENDERED_BY_PAGE,
     "tasks.report.contention": RENDERED_BY_PAGE,
-    "tasks.report.models": RENDERED_BY_PAGE,
     "tasks.report.overload": RENDERED_BY_PAGE,
     "tasks.report.provenance": RENDERED_BY_PAGE,
     "tasks.report.recommendation": RENDERED_BY_PAGE,

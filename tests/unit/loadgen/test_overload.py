@@ -3,6 +3,8 @@ class of what the stack did. Against real servers: tests/integration/test_overlo
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -67,10 +69,17 @@ def test_a_stack_that_queues_then_drains_recovers_when_p99_is_back():
     assert figures.goodput_pct == pytest.approx(figures.goodput_rps)  # capacity 100 req/s
     assert figures.pre_burst_p99_ms == pytest.approx(10.0)
     assert figures.burst_p99_ms >= 1000.0  # the timeouts count at the timeout at least
-    # windows of 1 s (50 requests at 50 req/s) from the burst's end: [3, 4) and [4, 5) still drain (p99 676 ms at
-    # 4.0), [5, 6) is back at 10 ms: recovered 2.0 s after the burst
-    assert figures.window_s == 1.0
-    assert figures.recovered and figures.recovery_s == pytest.approx(2.0)
+    # 50 requests before the burst: judged at p90 (limit 1.2 x 10 ms); windows of a third of the 4 s after it (4 x 29
+    # requests would take 2.32 s at 50 req/s) from the burst's end: [3, 4.33) drains, [4.33, 5.67) still holds 8
+    # slow requests of 67, [5.67, 7) is back at 10 ms
+    assert (figures.pre_requests, figures.recovery_level) == (50, 90.0)
+    assert figures.recovery_limit_ms == pytest.approx(12.0)
+    assert figures.window_s == pytest.approx(4.0 / 3)
+    assert figures.recovered and figures.recovery_s == pytest.approx(8.0 / 3, abs=1e-6)
+    after = [w for w in figures.windows if w["start_s"] >= 3.0 - 1e-6]
+    assert [(w["requests"], w["slower"], w["verdict"]) for w in after] == [(67, 67, "fails"), (67, 8, "undecided"),
+                                                                          (66, 0, "holds")]
+    assert json.loads(figures.to_json())["windows"][-1] == after[-1]
     signs = OverloadSigns(figures.fast_errors, figures.queued, figures.burst_p99_ms, figures.pre_burst_p99_ms)
     assert classify_overload(signs, server_alive=True) == "queues"
 
@@ -116,14 +125,51 @@ def test_the_nightly_suite_measures_overload_and_the_smoke_suite_does_not():
 
 
 def test_a_slow_stack_still_gets_recovery_windows():
-    # 4 req/s of capacity: 2 req/s at the base rate, so 50 requests would take 25 s; the 16 s after the burst are
-    # cut into 4 windows of 4 s instead, and a clean one is found
+    # 4 req/s of capacity: 2 req/s at the base rate, 6 requests before the burst (judged at the median) and 32 after
+    # it, cut into three windows of 5.33 s (4 x 5 requests would take 10 s); the first still holds 4 slow of 11
     phases = phases_for(4.0, 3.0, 8.0)
     figures = summarize_overload(recording_of(phases, lambda t: 300.0 if 4.0 <= t < 14.0 else 100.0,
                                               lambda t: OK), phases, request_timeout_s=10.0)
-    assert figures.window_s == pytest.approx(4.0)
-    assert figures.recovery_s == pytest.approx(4.0)  # [12, 16) still holds slow requests, [16, 20) is clean
+    assert (figures.pre_requests, figures.recovery_level, figures.window_s) == (6, 50.0, pytest.approx(16.0 / 3))
+    assert [(w["requests"], w["slower"], w["verdict"]) for w in figures.windows if w["start_s"] >= 12.0] == [
+        (11, 4, "undecided"), (11, 0, "holds"), (10, 0, "holds")]
+    assert figures.recovery_s == pytest.approx(16.0 / 3, abs=1e-6)
     empty = OverloadPhases(capacity_rps=0.2, factor=3.0, pre_s=2.0, burst_s=2.0, recover_s=5.0)  # nothing before
     none_before = summarize_overload(recording_of(empty, lambda t: 10.0, lambda t: OK), empty, 1.0)
     assert none_before.pre_burst_p99_ms is None and not none_before.recovered
     assert none_before.recovery_text().startswith("recovery not measured")
+    few = OverloadPhases(capacity_rps=2.0, factor=3.0, pre_s=4.0, burst_s=2.0, recover_s=5.0)  # 5 requests after
+    too_few = summarize_overload(recording_of(few, lambda t: 10.0, lambda t: OK), few, 1.0)
+    assert too_few.recovery_level is None and not too_few.recovered
+    assert too_few.recovery_text() == ("recovery not measured: 3 requests before the burst and 5 after it are too "
+                                       "few to judge a median")
+
+
+def _noisy(phases: OverloadPhases, slow_until_s: float, after_factor: float, seed: int):
+    """Latencies of a slow model (about 250 ms, lognormal with sigma 0.1, seeded per request): 3 s per request in
+    the burst and until `slow_until_s`, then `after_factor` x the usual."""
+    noise = dict(zip(phases.schedule_ns().tolist(),
+                     np.random.default_rng(seed).lognormal(0.0, 0.1, len(phases.schedule_ns())), strict=True))
+
+    def latency(t: float) -> float:
+        usual = 250.0 * noise[int(round(t * NS))]
+        if t < phases.burst_start_s:
+            return usual
+        return 3000.0 if t < slow_until_s else usual * after_factor
+    return latency
+
+
+def test_a_slow_model_that_recovers_is_found_recovered_and_one_that_does_not_is_not():
+    # ~4 req/s of capacity (BERT-base): 6 requests before the burst, so judged at the median, windows of 10-11
+    # requests
+    phases = phases_for(4.0, 3.0, 8.0)
+    for seed in range(5):
+        back = summarize_overload(recording_of(phases, _noisy(phases, 14.0, 1.0, seed), lambda t: OK), phases, 10.0)
+        assert back.recovery_level == 50.0 and back.recovered, (seed, back.windows)
+        # the first window after the burst still holds the slow requests of 12-14 s
+        assert back.recovery_s == pytest.approx(16.0 / 3, abs=1e-6) or back.recovery_s == pytest.approx(32.0 / 3,
+                                                                                                          abs=1e-6)
+        assert [w["requests"] for w in back.windows if w["start_s"] >= 12.0] == [11, 11, 10]
+        stuck = summarize_overload(recording_of(phases, _noisy(phases, 14.0, 1.6, seed), lambda t: OK), phases, 10.0)
+        assert not stuck.recovered and stuck.recovery_s is None, (seed, stuck.windows)
+        assert stuck.recovery_text() == "did not recover within 16 s"
