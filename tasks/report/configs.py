@@ -25,6 +25,11 @@ from tasks.report.templating import render
 from tasks.report.wires import ENGINE_GAP_MARK_PCT
 from tasks.serve.knobs import DEFAULT_CONFIG_ID, describe
 
+# A stack serving its engine faster than the engine's own in-process figure (beyond this, %) cannot be: the figure
+# read low (on ResNet-50 three stacks over binary or gRPC read about 20 % above it, docs/tuning.md; the cause is not
+# found yet), so it is flagged as in doubt rather than shown as a negative gap
+ENGINE_DOUBT_PCT = 5.0
+
 
 def _config_id(row: dict) -> str:
     return str(row.get("config_id") or DEFAULT_CONFIG_ID)
@@ -122,10 +127,13 @@ def engine_section(rows: list[dict]) -> Markup:
             continue
         served = number(row.get("throughput_rps")) or 0.0
         gap = 100.0 * (1 - served / engine) if engine else None
+        doubt = gap is not None and gap < -ENGINE_DOUBT_PCT  # a stack cannot beat its engine: the figure is low
+        text = DASH if gap is None else (f"in doubt: served {-gap:.0f} % faster than this figure" if doubt
+                                         else f"{gap:.0f} %")
         lines.append({"model": row.get("model"), "engine": row.get("engine"), "stack": stack_of(row),
                       "wire": row.get("wire") or DASH, "batch": row.get("batch_size"), "in_process": figure(engine),
-                      "served": figure(served), "gap": DASH if gap is None else f"{gap:.0f} %",
-                      "marked": gap is not None and gap > ENGINE_GAP_MARK_PCT})
+                      "served": figure(served), "gap": text,
+                      "marked": gap is not None and (gap > ENGINE_GAP_MARK_PCT or doubt)})
     if not lines:
         return Markup("")
     return render("engines.html", lines=lines, mark_pct=f"{ENGINE_GAP_MARK_PCT:.0f}")

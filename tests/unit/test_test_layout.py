@@ -82,7 +82,6 @@ WITHOUT_UNIT_FILE = {
     "tasks.report.overload": RENDERED_BY_PAGE,
     "tasks.report.provenance": RENDERED_BY_PAGE,
     "tasks.report.recommendation": RENDERED_BY_PAGE,
-    "tasks.report.configs": "each stack at its best configuration: tests/integration/test_tune_servers.py",
     "tasks.report.features": "the features table, rendered by tests/unit/measure/test_lifecycle.py; a real run's: "
                              "tests/integration/test_report_run.py",
     "tasks.report.lifecycle": "the lifecycle section, rendered by tests/unit/measure/test_lifecycle.py; a real run's: "
