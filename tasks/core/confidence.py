@@ -130,7 +130,7 @@ def percentile_claim(values: np.ndarray, weights: np.ndarray, ordered: np.ndarra
     m = int(math.floor(effective))
     ci_low = _weighted_level(sorted_values, cumulative, lo / m) if lo >= 1 else None
     ci_high = _weighted_level(sorted_values, cumulative, hi / m) if hi <= m else None
-    if effective < round(100.0 / (100.0 - q), 9):
+    if lower_bound_only(effective, q):
         return PercentileClaim(q, len(ordered), effective, None, float(sorted_values[-1]), ci_low, ci_high)
     return PercentileClaim(q, len(ordered), effective, value, None, ci_low, ci_high)
 
@@ -221,6 +221,17 @@ def requests_to_hold(q: float = 99.0, confidence_pct: float = DECISION_PCT, look
 
 
 # --- what the rest of the project decides with -------------------------------------------------------------------
+
+# the published percentiles' levels, by column
+PERCENTILE_LEVELS = {"latency_ms_p50": 50.0, "latency_ms_p90": 90.0, "latency_ms_p95": 95.0, "latency_ms_p99": 99.0,
+                     "latency_ms_p999": 99.9}
+
+
+def lower_bound_only(count: float, q: float) -> bool:
+    """Whether `count` independent requests are too few for the q-th percentile (fewer than 1 / (1 - q)): its
+    estimate would be their maximum, a lower bound, not a figure."""
+    return count < round(100.0 / (100.0 - q), 9)
+
 
 JUDGED_BOUNDS_MS = (10.0, 50.0, 200.0)  # the p99 bounds the report ranks on, beside the run's own
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tasks.core.confidence import PERCENTILE_LEVELS, lower_bound_only
 from tasks.core.metadata import host_fingerprint
 from tasks.core.metrics import DEFAULT_MIN_EFFECT, METRICS, bad_sign, metrics_where, number
 from tasks.core.results import CELL_KEY, cell_key, is_overload
@@ -163,11 +164,25 @@ class Test:
 
 
 def metric_value(row: dict, metric: str) -> float | None:
-    """The row's figure for a metric on the log scale's domain: positive (an error rate may be 0), else None."""
+    """The row's figure for a metric on the log scale's domain: positive (an error rate may be 0), else None; a
+    percentile only where its requests support it (`supported_percentile`)."""
     value = number(row.get(metric))
-    if value is None or (metric != "error_rate" and value <= 0):
+    if value is None or (metric != "error_rate" and value <= 0) or not supported_percentile(row, metric):
         return None
     return value
+
+
+def supported_percentile(row: dict, metric: str) -> bool:
+    """False for a latency percentile whose row holds too few requests for it (fewer than 1 / (1 - q): the figure
+    would be the sample maximum). Rows from schema 1.8 publish such a percentile as a lower bound only; an older
+    row's is judged on its `requests` (a row with neither count is taken as it is), so the history compares
+    percentiles only where the counts support them."""
+    level = PERCENTILE_LEVELS.get(metric)
+    if level is None:
+        return True
+    count = number(row.get("latency_samples"))
+    count = number(row.get("requests")) if count is None else count
+    return count is None or not lower_bound_only(count, level)
 
 
 def _ratio_pct(log_change: float) -> float:

@@ -203,3 +203,16 @@ def test_no_regression_or_duet_is_judged_on_an_overload_row():
              "latency_ms_p99": None, "error_rate": 0.4, "requests": 3000, "errors": 1200}
     assert detect_regressions([steady], []) and detect_regressions([burst], []) == []
     assert [r.row["mode"] for r in find_references([steady, burst], [], {})] == ["concurrency"]
+
+
+def test_a_percentile_is_compared_only_where_its_requests_support_it():
+    from tasks.regress.detect import metric_value
+
+    rows = _series(np.random.default_rng(5), 1000, 12)
+    for row in rows:
+        row["latency_ms_p99"] = 2000.0 / row["throughput_rps"]
+    few = {**_row(12, 700.0), "latency_ms_p99": 2000.0 / 700.0, "requests": 60}  # an older row: 60 requests
+    assert metric_value(few, "latency_ms_p99") is None and metric_value(few, "latency_ms_p50") is not None
+    assert metric_value({**few, "latency_samples": 150}, "latency_ms_p99") is not None  # the 1.8 count decides
+    records = detect_regressions([few], rows, metrics=("latency_ms_p50", "latency_ms_p99"))
+    assert {r["metric"] for r in records} == {"latency_ms_p50"}  # no p99 verdict on 60 requests
