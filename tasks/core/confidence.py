@@ -33,8 +33,6 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy.special import betaincinv
-from scipy.stats import binom
 
 from tasks.core.errors import ConfigError
 
@@ -84,6 +82,8 @@ def _ranks(m: int, q: float, interval_pct: float) -> tuple[int, int]:
     if m < 1:
         return 0, 1
     half_alpha = (1.0 - interval_pct / 100.0) / 2.0
+    from scipy.stats import binom  # lazy: a load generator's worker imports this module and never decides
+
     lo = int(binom.ppf(half_alpha, m, q / 100.0))
     hi = int(binom.ppf(1.0 - half_alpha, m, q / 100.0)) + 1
     return lo, min(hi, m + 1)
@@ -154,6 +154,8 @@ def _rate_bounds(x: float, n: float, alpha: float) -> tuple[float, float]:
     """Clopper-Pearson one-sided bounds (each at level alpha) of a rate from x of n (both may be fractional)."""
     if n <= 0:
         return 0.0, 1.0
+    from scipy.special import betaincinv  # lazy: a load generator's worker imports this module and never decides
+
     low = float(betaincinv(x, n - x + 1.0, alpha)) if x > 0 else 0.0
     high = float(betaincinv(x + 1.0, n - x, 1.0 - alpha)) if x < n else 1.0
     return low, high

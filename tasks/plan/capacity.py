@@ -24,6 +24,7 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from tasks.core.errors import ConfigError
+from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, doubling
 
 
 @dataclass(frozen=True)
@@ -131,8 +132,6 @@ def measuring_estimate_s(cells: list, config) -> tuple[float, float, float]:
     warm-up plus `max_point_s` (only a point whose bound is undecided and that could be its stack's best is
     lengthened: typically the last steps of a sweep, at most every point). Start-ups and conversions are not in it
     (`capacity` measures them from a published run)."""
-    from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, doubling
-
     points = measured = 0
     for cell in cells:
         if cell.skip:

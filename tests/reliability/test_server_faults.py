@@ -58,5 +58,8 @@ def test_a_hung_server_shows_in_p99_fails_the_point_and_is_replaced(embedded_s3,
     assert hung["status"] == "failed"
     assert "no longer answered its readiness probe" in hung["reason"]
     assert hung["timeouts"] >= 1 and "timeout=" in hung["reason"]
-    assert hung["latency_ms_p99"] >= 2000.0  # request_timeout_s = 2: the hang is in the percentiles
+    # request_timeout_s = 2: the hang is in the percentiles; its timeouts come in one burst, worth few independent
+    # draws, so the p99 may be published as a lower bound only (docs/measuring.md#confidence)
+    p99 = hung["latency_ms_p99"] if hung["latency_ms_p99"] is not None else hung["latency_ms_p99_at_least"]
+    assert p99 >= 2000.0
     assert after["status"] == "ok" and after["restarts"] == 1
