@@ -29,6 +29,8 @@ WIRES = ("json", "binary", "grpc")
 LEGACY_PROTOCOLS = {"triton": "kserve_v2_rest", "kserve": "kserve_v2_rest", "custom": "kserve_v2_rest",
                     "torchserve": "torchserve_rest", "bentoml": "bentoml_json", "tfserving": "tfserving_rest"}
 
+# the published percentiles whose claims have columns: (key, ordinal)
+CLAIMED_PERCENTILES = (("p50", "50th"), ("p90", "90th"), ("p95", "95th"), ("p99", "99th"), ("p999", "99.9th"))
 STRING, INT, FLOAT, BOOL = "string", "Int64", "Float64", "boolean"  # the pandas dtypes a column may have
 ARROW_TYPE_NAMES = {STRING: "string", INT: "int64", FLOAT: "double", BOOL: "bool"}  # each one's Arrow type, always
 DUCKDB_TYPES = {STRING: "VARCHAR", INT: "BIGINT", FLOAT: "DOUBLE", BOOL: "BOOLEAN"}
@@ -69,6 +71,20 @@ def _col(name: str, dtype: str, meaning: str, unit: str = "", since: str = "1.0"
     if dtype not in ARROW_TYPE_NAMES:
         raise ValueError(f"column {name}: dtype={dtype!r}: must be one of {list(ARROW_TYPE_NAMES)}")
     return Column(name, dtype, unit, meaning, since)
+
+
+def _claim_columns(key: str, nth: str) -> tuple[Column, ...]:
+    """A percentile's claim (schema 1.8, tasks/core/confidence.py): its interval's ends and its lower bound."""
+    figure = f"latency_ms_{key}"
+    return (
+        _col(f"{figure}_ci_low", FLOAT, f"lower end of a distribution-free 95 % interval of the {nth} percentile "
+                                        "(null: none)", "ms", since="1.8"),
+        _col(f"{figure}_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
+             since="1.8"),
+        _col(f"{figure}_at_least", FLOAT, f"where the requests are too few for the {nth} percentile (the estimate "
+                                          f"would be their maximum): the percentile is at least this, and {figure} "
+                                          "is null", "ms", since="1.8"),
+    )
 
 
 def _metric(name: str, meaning: str, since: str = "1.0") -> Column:
@@ -199,41 +215,7 @@ CONTRACT: tuple[Column, ...] = (
         "Confidence",
         _col("latency_samples", INT, "the requests the percentiles rest on: successes, timeouts and requests never "
                                      "sent (coordinated-omission stand-ins do not add to it)", "requests", since="1.8"),
-        _col("latency_ms_p50_ci_low", FLOAT, "lower end of a distribution-free 95 % interval of the 50th "
-                                            "percentile (null: none)", "ms", since="1.8"),
-        _col("latency_ms_p50_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
-             since="1.8"),
-        _col("latency_ms_p50_at_least", FLOAT, "where the requests are too few for the 50th percentile (the "
-                                              "estimate would be their maximum): the percentile is at least this, "
-                                              "and latency_ms_p50 is null", "ms", since="1.8"),
-        _col("latency_ms_p90_ci_low", FLOAT, "lower end of a distribution-free 95 % interval of the 90th "
-                                            "percentile (null: none)", "ms", since="1.8"),
-        _col("latency_ms_p90_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
-             since="1.8"),
-        _col("latency_ms_p90_at_least", FLOAT, "where the requests are too few for the 90th percentile (the "
-                                              "estimate would be their maximum): the percentile is at least this, "
-                                              "and latency_ms_p90 is null", "ms", since="1.8"),
-        _col("latency_ms_p95_ci_low", FLOAT, "lower end of a distribution-free 95 % interval of the 95th "
-                                            "percentile (null: none)", "ms", since="1.8"),
-        _col("latency_ms_p95_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
-             since="1.8"),
-        _col("latency_ms_p95_at_least", FLOAT, "where the requests are too few for the 95th percentile (the "
-                                              "estimate would be their maximum): the percentile is at least this, "
-                                              "and latency_ms_p95 is null", "ms", since="1.8"),
-        _col("latency_ms_p99_ci_low", FLOAT, "lower end of a distribution-free 95 % interval of the 99th "
-                                            "percentile (null: none)", "ms", since="1.8"),
-        _col("latency_ms_p99_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
-             since="1.8"),
-        _col("latency_ms_p99_at_least", FLOAT, "where the requests are too few for the 99th percentile (the "
-                                              "estimate would be their maximum): the percentile is at least this, "
-                                              "and latency_ms_p99 is null", "ms", since="1.8"),
-        _col("latency_ms_p999_ci_low", FLOAT, "lower end of a distribution-free 95 % interval of the 99.9th "
-                                            "percentile (null: none)", "ms", since="1.8"),
-        _col("latency_ms_p999_ci_high", FLOAT, "upper end of that interval (null: open above, too few requests)", "ms",
-             since="1.8"),
-        _col("latency_ms_p999_at_least", FLOAT, "where the requests are too few for the 99.9th percentile (the "
-                                              "estimate would be their maximum): the percentile is at least this, "
-                                              "and latency_ms_p999 is null", "ms", since="1.8"),
+        *(column for key, nth in CLAIMED_PERCENTILES for column in _claim_columns(key, nth)),
         _col("p99_bound_ms", FLOAT, "the run's p99 bound (Param p99_bound_ms) the point was judged against", "ms",
              since="1.8"),
         _col("p99_bound_verdict", STRING, "\"p99 within p99_bound_ms\": holds, fails or undecided, decided on the "

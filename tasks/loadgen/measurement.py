@@ -46,13 +46,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tasks.core.confidence import PercentileClaim, exceedance, percentile_claim
+from tasks.core.confidence import PERCENTILE_LEVELS, PercentileClaim, exceedance, percentile_claim
 from tasks.loadgen import histogram
 from tasks.loadgen.protocols.base import ERROR_KINDS, NOT_SENT, OK, TIMEOUT
 from tasks.loadgen.recording import LATE_START_NS, Recording, window_counts, window_stable
 from tasks.loadgen.settings import LoadSettings
 
-PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9}
+# the published percentiles, key -> level (the one list: tasks/core/confidence.py)
+PERCENTILES = {column.removeprefix("latency_ms_"): q for column, q in PERCENTILE_LEVELS.items()}
 GENERATOR_SATURATED_CPU_PCT = 90.0  # a worker used (nearly) a whole core: it may have set the pace
 GENERATOR_SATURATED_LATE_FRACTION = 0.01
 GENERATOR_SATURATED_MIN_LATE = 5  # fewer late starts than this are a VM's scheduling hiccup, not a saturated client
