@@ -80,8 +80,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print("conversions: " + ", ".join(f"{c['model']}/{c['format']}" for c in plan.conversions))
     planned_s, typical_s, most_s = measuring_estimate_s(plan.cells, plan.config)
     print(f"load points: at most {planned_s / 60:.0f} min of warm-up and measured time"
-          + (f"; lengthening undecided points to max_point_s ({plan.config.max_point_s:g} s) adds about "
-             f"{typical_s / 60:.0f} min at one point a cell, at most {most_s / 60:.0f} min"
+          + (f"; longer looks at undecided points an answer hinges on (at most max_point_s, "
+             f"{plan.config.max_point_s:g} s) add at most {typical_s / 60:.0f} min at one look a lengthening cell, "
+             f"{most_s / 60:.0f} min at the most looks"
              if plan.config.max_point_s is not None else ""))
     for session in plan.sessions:
         print(f"session {session.session_id}")

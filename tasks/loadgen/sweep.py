@@ -6,12 +6,18 @@ Stop rules, written down:
   tasks/core/confidence.py) or whose throughput rose by less than `min_gain_pct` over the best point so far; a
   point whose decision is `undecided` does not stop it.
 - open-loop rate sweep (MLPerf Server style): find the highest rate where "p99 (from the scheduled send time)
-  within the bound" `holds`, with no more than `max_error_rate` errors. Double from `start_rps` until a point does
-  not pass (it fails, or stays undecided: a rate is only claimed where the claim is supported), then bisect
-  between the last passing and the first other rate until they are within `resolution_pct` of each other, in at
-  most `max_points` points overall.
-A sweep records every point it ran; a point's pass/fail here only steers the sweep, and the points are
-still judged by `validate`.
+  within the bound" `holds`, with no more than `max_error_rate` errors. It steers on each point's first look: a
+  point passes where the bound holds, or is undecided with no more than 1 % of its requests slower (the p99's
+  point estimate within the bound: a short point cannot hold, 299 requests are needed). Double from `start_rps`
+  until a point does not pass, then bisect between the last passing and the first other rate until they are within
+  `resolution_pct` of each other, in at most `max_points` points overall. Only a rate whose bound `holds` is
+  claimed (`best_load`): the highest passing rates still undecided get a longer look (`confirm`), at most
+  MAX_CONFIRMS of them, highest first, until one holds.
+- a concurrency sweep's fastest point that does not fail gets a longer look too where it is undecided and faster
+  than every point that holds (`confirm`: the answer "fastest within the bound" hinges on it).
+`confirm(load, first) -> Measurement | None` measures a point again for longer (None: that look did not count). A
+sweep records every point it ran, a longer look after its first; a point's pass/fail here only steers the sweep, and
+the points are still judged by `validate`.
 """
 
 from __future__ import annotations
@@ -19,13 +25,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from tasks.core.confidence import BoundRule
+from tasks.core.confidence import BoundDecision, BoundRule
 from tasks.core.errors import ConfigError
 from tasks.loadgen.measurement import Measurement
 from tasks.loadgen.settings import MAX_CONCURRENCY, LoadSettings
 
 DEFAULT_MIN_GAIN_PCT = 5.0
 DEFAULT_MAX_POINTS = 12
+MAX_CONFIRMS = 2  # a rate search's longer looks: its highest passing rate, the next below where that did not hold
+Confirm = Callable[[float, Measurement], "Measurement | None"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +46,7 @@ class SweepResult:
 def concurrency_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSettings, *,
                       concurrencies: Sequence[int] | None = None, start: int = 1,
                       max_concurrency: int = 256, bound: BoundRule | None = None,
-                      min_gain_pct: float = DEFAULT_MIN_GAIN_PCT) -> SweepResult:
+                      min_gain_pct: float = DEFAULT_MIN_GAIN_PCT, confirm: Confirm | None = None) -> SweepResult:
     if concurrencies is not None and (not concurrencies or any(not 1 <= c <= MAX_CONCURRENCY for c in concurrencies)):
         raise ConfigError("concurrencies", list(concurrencies), f"each must be from 1 to {MAX_CONCURRENCY}")
     if not 1 <= start <= max_concurrency <= MAX_CONCURRENCY:
@@ -46,18 +54,43 @@ def concurrency_sweep(run_point: Callable[[LoadSettings], Measurement], base: Lo
     plan = list(concurrencies) if concurrencies is not None else doubling(start, max_concurrency)
     points: list[tuple[float, Measurement]] = []
     best_rps, best_load = 0.0, None
+    reason = "plan exhausted"
     for c in plan:
         m = run_point(replace(base, mode="concurrency", load=c))
         points.append((c, m))
         decision = bound.decide(m) if bound is not None else None
         if decision is not None and decision.verdict == "fails":
-            return SweepResult(tuple(points), best_load, f"p99 above {bound.bound_ms:g} ms at concurrency {c} "
-                                                         f"({decision.exceed} of {decision.count} requests slower)")
+            reason = (f"p99 above {bound.bound_ms:g} ms at concurrency {c} "
+                      f"({decision.exceed} of {decision.count} requests slower)")
+            break
         if concurrencies is None and best_load is not None and m.throughput_rps < best_rps * (1 + min_gain_pct / 100):
-            return SweepResult(tuple(points), best_load, f"throughput rose < {min_gain_pct}% at concurrency {c}")
+            reason = f"throughput rose < {min_gain_pct}% at concurrency {c}"
+            break
         if m.throughput_rps > best_rps:
             best_rps, best_load = m.throughput_rps, c
-    return SweepResult(tuple(points), best_load, "plan exhausted")
+    if confirm is not None and bound is not None:
+        reason += _confirm_fastest(points, bound, confirm)
+    return SweepResult(tuple(points), best_load, reason)
+
+
+def _confirm_fastest(points: list[tuple[float, Measurement]], bound: BoundRule, confirm: Confirm) -> str:
+    """The concurrency sweep's longer look: its fastest point that does not fail, where undecided and faster than
+    every point that holds ("" where none is worth it, else what the look found, for the stop reason)."""
+    verdicts = [(load, m, _verdict(bound.decide(m))) for load, m in points]
+    holding = max((m.throughput_rps for _, m, v in verdicts if v == "holds"), default=0.0)
+    open_ = [(load, m) for load, m, v in verdicts if v == "undecided" and m.throughput_rps > holding]
+    if not open_:
+        return ""
+    load, first = max(open_, key=lambda p: p[1].throughput_rps)
+    longer = confirm(load, first)
+    if longer is None:
+        return f"; the longer look at concurrency {load:g} did not count"
+    points.append((load, longer))
+    return f"; concurrency {load:g} looked at longer: {_verdict(bound.decide(longer))}"
+
+
+def _verdict(decision: BoundDecision | None) -> str | None:
+    return decision.verdict if decision is not None else None
 
 
 def doubling(start: int, limit: int) -> list[int]:
@@ -69,8 +102,9 @@ def doubling(start: int, limit: int) -> list[int]:
 
 
 def rate_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSettings, *, start_rps: float,
-               bound: BoundRule, max_rps: float = 1e6, max_error_rate: float = 0.0,
-               resolution_pct: float = 5.0, max_points: int = DEFAULT_MAX_POINTS) -> SweepResult:
+               bound: BoundRule, max_error_rate: float = 0.0,
+               resolution_pct: float = 5.0, max_points: int = DEFAULT_MAX_POINTS,
+               confirm: Confirm | None = None) -> SweepResult:
     if not start_rps > 0:
         raise ConfigError("start_rps", start_rps, "must be > 0 requests/s")
     if not 2 <= max_points <= 100:
@@ -80,26 +114,63 @@ def rate_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSetti
     def passes(rate: float) -> bool:
         m = run_point(replace(base, mode="rate", load=rate))
         points.append((rate, m))
-        decision = bound.decide(m)
-        return (m.requests > 0 and decision is not None and decision.verdict == "holds"
-                and m.error_rate <= max_error_rate and not m.generator_saturated)
+        return _rate_verdict(m, bound, max_error_rate) in ("holds", "maybe")
 
     good, bad, rate = None, None, start_rps
-    while len(points) < max_points and rate <= max_rps:
+    while len(points) < max_points:
         if passes(rate):
             good, rate = rate, rate * 2
         else:
             bad = rate
             break
     if bad is None:
-        reason = "max_rps reached" if rate > max_rps else "max_points reached while doubling"
-        return SweepResult(tuple(points), good, reason)
-    low = good if good is not None else 0.0
-    while len(points) < max_points and (bad - low) > bad * resolution_pct / 100:
-        mid = (low + bad) / 2
-        if passes(mid):
-            low, good = mid, mid
-        else:
-            bad = mid
-    reason = "resolution reached" if (bad - low) <= bad * resolution_pct / 100 else "max_points reached"
-    return SweepResult(tuple(points), good, reason)
+        reason = "max_points reached while doubling"
+    else:
+        low = good if good is not None else 0.0
+        while len(points) < max_points and (bad - low) > bad * resolution_pct / 100:
+            mid = (low + bad) / 2
+            if passes(mid):
+                low = mid
+            else:
+                bad = mid
+        reason = "resolution reached" if (bad - low) <= bad * resolution_pct / 100 else "max_points reached"
+    best, note = _claimed_rate(points, bound, max_error_rate, confirm)
+    return SweepResult(tuple(points), best, reason + note)
+
+
+def _rate_verdict(m: Measurement, bound: BoundRule, max_error_rate: float) -> str:
+    """A rate point as the search steers on it: `holds`, `maybe` (undecided, its p99's point estimate within the
+    bound), or `no` (fails, undecided beyond it, errors above `max_error_rate`, a saturated generator)."""
+    decision = bound.decide(m)
+    if m.requests <= 0 or decision is None or m.error_rate > max_error_rate or m.generator_saturated:
+        return "no"
+    if decision.verdict == "undecided" and decision.exceed <= decision.count * (1 - bound.q / 100):
+        return "maybe"
+    return "holds" if decision.verdict == "holds" else "no"
+
+
+def _claimed_rate(points: list[tuple[float, Measurement]], bound: BoundRule, max_error_rate: float,
+                  confirm: Confirm | None) -> tuple[float | None, str]:
+    """The highest rate whose bound holds, after the longer looks at the highest passing rates still undecided
+    (appended to `points`), and what the stop reason adds."""
+    steered = [(rate, m, _rate_verdict(m, bound, max_error_rate)) for rate, m in points]
+    best = max((rate for rate, _, v in steered if v == "holds"), default=None)
+    open_ = sorted(((rate, m) for rate, m, v in steered if v == "maybe" and rate > (best or 0.0)),
+                   key=lambda p: -p[0])
+    looked = []
+    for rate, first in open_[:MAX_CONFIRMS] if confirm is not None else ():
+        longer = confirm(rate, first)
+        if longer is None:
+            looked.append(f"{rate:g} req/s did not count")
+            continue
+        points.append((rate, longer))
+        verdict = _rate_verdict(longer, bound, max_error_rate)
+        looked.append(f"{rate:g} req/s {_verdict(bound.decide(longer))}")
+        if verdict == "holds":
+            best = rate
+            break
+    note = f"; looked at longer: {', '.join(looked)}" if looked else ""
+    if best is None and open_:
+        note += (f"; no rate decided within {bound.bound_ms:g} ms ({len(open_)} passing on their point estimate, "
+                 f"the highest {open_[0][0]:g} req/s, undecided)")
+    return best, note

@@ -22,7 +22,7 @@ from tasks.measure.context import ServerLife, SessionContext, base_row
 from tasks.measure.hoststate import HostState, HostStateProbe
 from tasks.measure.inputs import inputs_sha
 from tasks.measure.window_reader import LiveServerWindowReader
-from tasks.plan.cells import Cell
+from tasks.plan.cells import Cell, lengthens
 from tasks.plan.config import RunConfig
 from tasks.runtimes import interrupts
 from tasks.serve.base import Endpoint
@@ -136,9 +136,12 @@ def life_row(run: dict, life: ServerLife, cell: Cell) -> dict:
     return row
 
 
-def measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[dict, Measurement | None]:
+def measure_point(ctx: SessionContext, life: ServerLife, cell: Cell,
+                  lengthen: bool = True) -> tuple[dict, Measurement | None]:
     """One load point: its row (judged by `tasks.validate.outcome` once the server's health after the point is
-    known), and its measurement when the load point ran.
+    known), and its measurement when the load point ran. With `lengthen` (a single point; a sweep chooses its own,
+    `lengthen_point`), an undecided point that could be its stack's best gets its longer look
+    (tasks/measure/bounds.py).
 
     A point that passed the outcome rules but was contended (`judge_host`: other work took the host's CPU, or
     starved the server on its own CPUs) is measured once more after the host quiets (at most `quiet_wait_s`); the
@@ -179,34 +182,60 @@ def measure_point(ctx: SessionContext, life: ServerLife, cell: Cell) -> tuple[di
             outcome = replace(outcome, reason=f"{outcome.reason} (the re-measurement of a contended point: "
                                               f"{first_contention.reason})")
     row["lengthened"] = False
-    if outcome.status == "ok" and should_lengthen(point.fields, config, life.best_holding_rps):
+    if (lengthen and outcome.status == "ok" and lengthens(cell, config)
+            and should_lengthen(point.fields, life.best_holding_rps)):
         point, outcome, row["lengthened"] = _lengthen(ctx, life, cell, point, outcome, events)
-    row.update(point.fields)
     events["load_end"] = time.time()
+    return _finish(life, row, point, outcome, events), point.measurement
+
+
+def lengthen_point(ctx: SessionContext, life: ServerLife, cell: Cell, row: dict,
+                   first: Measurement) -> tuple[dict, Measurement | None]:
+    """A sweep's point (`row` and its measurement `first`, from `measure_point`) looked at longer: the row to publish
+    in its place (the longer look's figures, `lengthened`; or `row` itself where that look did not count, the
+    timeline saying why), and the longer look's measurement (None where it did not count)."""
+    events = life.timeline["cells"].setdefault(cell.cell_id, {})
+    look = PointRun(row, first, None, None, ServerHealth(None, True))
+    point, outcome, lengthened = _lengthen(ctx, life, cell, look, PointOutcome("ok", None, False), events)
+    if not lengthened:
+        return row, None
+    longer = {k: v for k, v in row.items() if k not in ("status", "reason")}
+    longer["lengthened"] = True
+    return _finish(life, longer, point, outcome, events), point.measurement
+
+
+def _finish(life: ServerLife, row: dict, point: PointRun, outcome: PointOutcome, events: dict) -> dict:
+    """The point's row once its look is chosen: its figures, status and reason; the server life's record of it."""
+    row.update(point.fields)
     row.update(status=outcome.status, reason=outcome.reason[:4000] if outcome.reason else None)
     if outcome.status == "ok" and row.get("p99_bound_verdict") == "holds":
         life.best_holding_rps = max(life.best_holding_rps, row.get("throughput_rps") or 0.0)
     if life.profile is not None:
         life.profile.after_point(row, point.footprint_after)
     if outcome.server_failed:
-        row[SERVER_FAILED] = describe_health(live.server.name, point.health)[:4000]
+        row[SERVER_FAILED] = describe_health(life.live.server.name, point.health)[:4000]
         events["server_failed"] = row[SERVER_FAILED][:500]
-    return row, point.measurement
+    return row
 
 
 def _lengthen(ctx: SessionContext, life: ServerLife, cell: Cell, first: PointRun, first_outcome: PointOutcome,
               events: dict) -> tuple[PointRun, PointOutcome, bool]:
-    """The point's second look, `max_point_s` long (tasks/measure/bounds.py): its figures replace the first look's
-    when it ran cleanly, or when the server failed in it (a finding of its own); otherwise the first look stands and
-    the timeline says why the second did not count."""
+    """The point's longer look (tasks/measure/bounds.py): its figures replace the first look's when it ran cleanly,
+    or when the server failed in it (a finding of its own); otherwise the first look stands and the timeline says
+    why the longer one did not count."""
     config = ctx.config
-    events["lengthen"] = {"first_verdict": first.fields.get("p99_bound_verdict"),
-                          "first_requests": first.fields.get("latency_samples"), "begin": time.time()}
-    longer = run_point(ctx, life, cell, lengthened_settings(ctx.load_settings(cell), config))
+    settings = lengthened_settings(ctx.load_settings(cell), config, first.measurement)
+    look = {"first_verdict": first.fields.get("p99_bound_verdict"),
+            "first_requests": first.fields.get("latency_samples"), "first_bounds": first.fields.get("p99_bounds"),
+            "first_duration_s": first.fields.get("duration_s"), "duration_s": settings.duration_s,
+            "begin": time.time()}
+    events.setdefault("lengthen", []).append(look)
+    longer = run_point(ctx, life, cell, settings)
     outcome = _judge(life.live, longer, config)
+    look["end"] = time.time()
     if (outcome.status == "ok" and _contention(longer, outcome, config) is None) or outcome.server_failed:
         return longer, outcome, True
-    events["lengthen"]["not_counted"] = (outcome.reason or "contended")[:500]
+    look["not_counted"] = (outcome.reason or "contended")[:500]
     return first, first_outcome, False
 
 

@@ -1,5 +1,6 @@
 """A sweep cell of a server life: its load points one after another (tasks/loadgen/sweep.py's concurrency sweep or
-rate search), one row per point, until the sweep's stop rule or a point that ends it."""
+rate search), one row per point, until the sweep's stop rule or a point that ends it; the point the sweep's answer
+hinges on looked at longer where the run lengthens (tasks/measure/bounds.py), its row replaced by that look's."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
 from tasks.measure.bounds import bound_rule
 from tasks.measure.context import ServerLife, SessionContext, not_measured
-from tasks.measure.point import SERVER_FAILED, measure_point
-from tasks.plan.cells import SWEEP_MODES, Cell
+from tasks.measure.point import SERVER_FAILED, lengthen_point, measure_point
+from tasks.plan.cells import SWEEP_MODES, Cell, lengthens
 from tasks.validate.outcome import MEASURED_STATUSES
 
 
@@ -30,7 +31,7 @@ def measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dic
 
     def run_point(settings: LoadSettings) -> Measurement:
         load = float(settings.load)
-        row, measurement = measure_point(ctx, life, cell.point(settings.mode, load))
+        row, measurement = measure_point(ctx, life, cell.point(settings.mode, load), lengthen=False)
         lower_ok = any(r["status"] in MEASURED_STATUSES and r["load"] < load for r in rows)
         rows.append(row)
         if measurement is None or row.get(SERVER_FAILED):
@@ -41,18 +42,31 @@ def measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dic
             row["beyond_capacity"] = True
         return measurement
 
+    def look_longer(load: float, first: Measurement) -> Measurement | None:
+        measured = [i for i, r in enumerate(rows) if r["load"] == load and r["status"] in MEASURED_STATUSES]
+        if not measured:  # its point was not published as measured: no answer hinges on it
+            return None
+        index = measured[-1]
+        rows[index], measurement = lengthen_point(ctx, life, cell.point(SWEEP_MODES[cell.mode], load), rows[index],
+                                                  first)
+        if rows[index].get(SERVER_FAILED):
+            raise _SweepStopped(rows[index]["reason"])
+        return measurement
+
+    confirm = look_longer if lengthens(cell, config) else None
     first_load = config.workers if cell.mode == "concurrency-sweep" else cell.load
     base = ctx.load_settings(cell, mode=SWEEP_MODES[cell.mode], load=first_load)
     events = life.timeline["cells"].setdefault(cell.cell_id, {})
     try:
         if cell.mode == "concurrency-sweep":
             result = concurrency_sweep(run_point, base, start=config.workers, max_concurrency=int(cell.load),
-                                       bound=bound_rule(config))
+                                       bound=bound_rule(config), confirm=confirm)
         else:
             rule = bound_rule(config)
             if rule is None:
                 raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when rate_search is on")
-            result = rate_sweep(run_point, base, start_rps=cell.load, bound=rule, max_error_rate=config.max_error_rate)
+            result = rate_sweep(run_point, base, start_rps=cell.load, bound=rule, max_error_rate=config.max_error_rate,
+                                confirm=confirm)
         events["sweep"] = {"stop_reason": result.stop_reason, "best_load": result.best_load, "points": len(rows)}
     except _SweepStopped as exc:
         events["sweep"] = {"stop_reason": f"a point failed: {exc}"[:500], "best_load": None, "points": len(rows)}

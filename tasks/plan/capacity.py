@@ -24,7 +24,9 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from tasks.core.errors import ConfigError
-from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, doubling
+from tasks.core.results import OVERLOAD_MODE
+from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, MAX_CONFIRMS, doubling
+from tasks.plan.cells import lengthens
 
 
 @dataclass(frozen=True)
@@ -126,25 +128,28 @@ def run_matrix(plan: dict) -> tuple[int, int, int]:
 
 
 def measuring_estimate_s(cells: list, config) -> tuple[float, float, float]:
-    """(seconds of the plan's load points, what lengthening adds where one point per cell is lengthened, the most
-    it can add): each point warm-up plus `duration_s`; a concurrency sweep at its most points (doubling from
-    `workers` up to its largest load), a rate search at `DEFAULT_MAX_POINTS`; with `max_point_s`, a lengthened point
-    warm-up plus `max_point_s` (only a point whose bound is undecided and that could be its stack's best is
-    lengthened: typically the last steps of a sweep, at most every point). Start-ups and conversions are not in it
-    (`capacity` measures them from a published run)."""
-    points = measured = 0
+    """(seconds of the plan's load points, what lengthening adds where each lengthening cell takes one longer look,
+    the most it can add): each point warm-up plus `duration_s`; a concurrency sweep at its most points (doubling from
+    `workers` up to its largest load), a rate search at `DEFAULT_MAX_POINTS`; with `max_point_s`, a longer look is
+    warm-up plus at most `max_point_s`, taken only on a stack's efficient wires (`lengthens`) and only where an answer
+    hinges on an undecided point: a single point, a concurrency sweep's fastest point, a rate search's highest
+    passing rates (at most MAX_CONFIRMS). Start-ups and conversions are not in it (`capacity` measures them from a
+    published run)."""
+    points = looks = most_looks = 0
     for cell in cells:
         if cell.skip:
             continue
-        measured += 1
         if cell.mode == "concurrency-sweep":
             points += len(doubling(config.workers, int(cell.load)))
         elif cell.mode == "rate-search":
             points += DEFAULT_MAX_POINTS
         else:
             points += 1
+        if cell.mode != OVERLOAD_MODE and lengthens(cell, config):
+            looks += 1
+            most_looks += MAX_CONFIRMS if cell.mode == "rate-search" else 1
     planned = points * (config.warmup_s + config.duration_s)
     if config.max_point_s is None:
         return planned, 0.0, 0.0
     longer = config.warmup_s + config.max_point_s
-    return planned, measured * longer, points * longer
+    return planned, looks * longer, most_looks * longer

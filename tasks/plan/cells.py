@@ -206,6 +206,15 @@ def planned_wires(protocols: tuple[str, ...], server) -> list[tuple[str, str | N
     return planned
 
 
+def lengthens(cell: Cell, config: RunConfig) -> bool:
+    """Whether the run gives `cell`'s undecided hinge points a longer look: it lengthens (`max_point_s`), and the cell
+    is on one of its stack's efficient wires (any wire but REST JSON, or JSON where the run measures no other)."""
+    if config.max_point_s is None:
+        return False
+    wires = [wire for wire, skip in planned_wires(config.protocols, get_server(cell.server)) if skip is None]
+    return (cell.wire or "json") != "json" or wires == ["json"]
+
+
 def make_plan(config: RunConfig) -> Plan:
     conversions: list[dict] = []
     sessions: list[Session] = []

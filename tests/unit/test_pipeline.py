@@ -16,17 +16,17 @@ from tasks.plan.cells import expected_rows, make_plan
 from tasks.plan.config import RunConfig
 
 
-def _fake_points(monkeypatch, capacity_rps: float):
+def _fake_points(monkeypatch, capacity_rps: float, samples: int = 1000):
     """Replace the real load point: throughput saturates at `capacity_rps`, p99 grows past it."""
-    def fake_point(ctx, life, cell):
+    def fake_point(ctx, life, cell, **_options):
         load = cell.load
         rps = min(load * 1000.0, capacity_rps) if cell.mode == "concurrency" else min(load, capacity_rps)
         p99 = 1.0 + max(0.0, load * (1000.0 if cell.mode == "concurrency" else 1.0) / capacity_rps - 1) * 50
         row = {**base_row(ctx.run, cell), "status": "ok", "throughput_rps": rps, "latency_ms_p99": p99}
-        # 1,000 requests: none slower than a bound above the p99, a twentieth slower than one below it
-        counts = tuple((b, 0 if p99 <= b else 50, 1000.0) for b in run_bounds(ctx.config))
-        m = SimpleNamespace(throughput_rps=rps, latency_ms_p99=p99, requests=1000, error_rate=0.0,
-                            generator_saturated=False, latency_samples=1000, bound_counts=counts)
+        # `samples` requests: none slower than a bound above the p99, a twentieth slower than one below it
+        counts = tuple((b, 0 if p99 <= b else samples // 20, float(samples)) for b in run_bounds(ctx.config))
+        m = SimpleNamespace(throughput_rps=rps, latency_ms_p99=p99, requests=samples, error_rate=0.0,
+                            generator_saturated=False, latency_samples=samples, bound_counts=counts)
         return row, m
 
     monkeypatch.setattr(measure_sweep, "measure_point", fake_point)
@@ -74,3 +74,28 @@ def test_a_sweep_whose_session_died_owes_one_failed_row():
     (row,) = collected["rows"]
     assert (row["mode"], row["load"], row["status"]) == ("concurrency-sweep", 8.0, "failed")
     assert expected_rows(plan.sessions, collected["rows"]) == 1
+
+
+def test_a_rate_search_looks_longer_at_its_highest_passing_rate_and_publishes_that_look(monkeypatch):
+    _fake_points(monkeypatch, capacity_rps=100, samples=30)  # 30 requests: no rate can hold on its first look
+    looked = []
+
+    def fake_lengthen(ctx, life, cell, row, first):
+        looked.append(cell.load)
+        counts = tuple((b, 0, 1000.0) for b in run_bounds(ctx.config))
+        m = SimpleNamespace(**{**vars(first), "requests": 1000, "latency_samples": 1000, "bound_counts": counts})
+        return {**row, "lengthened": True, "latency_samples": 1000}, m
+
+    monkeypatch.setattr(measure_sweep, "lengthen_point", fake_lengthen)
+    config = RunConfig.from_params({"mode": "rate", "rates": [20.0], "rate_search": True, "p99_bound_ms": 10,
+                                    "max_point_s": 60, "control_cell": "none"})
+    timeline = {"cells": {}}
+    rows, plan = sweep(config, timeline)
+    (cell,) = plan.cells
+    # doubling 20, 40, 80 passes on the point estimate; 160 does not (p99 31 ms); p99 <= 10 ms up to 118 req/s
+    assert [r["load"] for r in rows][:4] == [20.0, 40.0, 80.0, 160.0] and looked == [max(looked)]
+    (longer,) = [r for r in rows if r.get("lengthened")]
+    assert 100 <= longer["load"] == looked[0] <= 118 and longer["latency_samples"] == 1000
+    assert len(rows) == len({r["load"] for r in rows})  # the longer look replaced its point's row
+    sweep_events = timeline["cells"][cell.cell_id]["sweep"]
+    assert sweep_events["best_load"] == looked[0] and f"{looked[0]:g} req/s holds" in sweep_events["stop_reason"]

@@ -1,5 +1,6 @@
 """Sweeps (tasks/loadgen/sweep.py): concurrency and rate sweeps follow their stop rules, on a stand-in point; a
-bound is a decision (tasks/core/confidence.py): an undecided point neither stops a sweep nor passes a rate."""
+bound is a decision (tasks/core/confidence.py): an undecided point neither stops a sweep nor is claimed as a rate,
+and the points an answer hinges on get their longer look."""
 
 from __future__ import annotations
 
@@ -39,11 +40,43 @@ def test_sweeps_follow_their_stop_rules():
     assert all(m.latency_ms_p99 <= 10 for r, m in rate.points if r <= rate.best_load)
 
 
-def test_an_undecided_point_neither_stops_a_sweep_nor_passes_a_rate():
+def test_an_undecided_point_neither_stops_a_sweep_nor_is_claimed_as_a_rate():
     base = LoadSettings(duration_s=1, window_s=1, bounds_ms=(3.0, 10.0))
     # 30 requests, none slow: "within the bound" is undecided (299 would hold it), and 2 of 30 slow is too
     few = concurrency_sweep(_fake_point(8000, samples=30), base, concurrencies=[1, 2, 4, 8], bound=BoundRule(3.0))
     assert [c for c, _ in few.points] == [1, 2, 4, 8]
+    # the rate search steers on the point estimate (none of 30 slower: go higher) but claims no rate undecided
     rate = rate_sweep(_fake_point(1000, samples=30), replace(base, mode="rate", load=1), start_rps=100,
                       bound=BoundRule(10.0), max_points=5)
-    assert rate.best_load is None and [r for r, _ in rate.points] == [100, 50, 25, 12.5, 6.25]  # bisects, never held
+    assert [r for r, _ in rate.points] == [100, 200, 400, 800, 1600] and rate.best_load is None
+    assert "no rate decided within 10 ms (4 passing on their point estimate, the highest 800 req/s, undecided)" \
+        in rate.stop_reason
+
+
+def test_the_points_an_answer_hinges_on_are_looked_at_longer():
+    base = LoadSettings(duration_s=1, window_s=1, bounds_ms=(3.0, 10.0))
+    looked = []
+
+    def confirm(mode: str, capacity_rps: float, samples: int):
+        def look(load: float, _first):
+            looked.append(load)
+            return _fake_point(capacity_rps, samples=samples)(replace(base, mode=mode, load=load))
+        return look
+
+    rate_base = replace(base, mode="rate", load=1)
+    rate = rate_sweep(_fake_point(1000, samples=30), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
+                      resolution_pct=2, max_points=20, confirm=confirm("rate", 1000, 1000))
+    # the highest passing rate holds on its longer look (1000 requests, none slow): it is the claim
+    assert looked == [max(r for r, m in rate.points[:-1] if m.latency_ms_p99 <= 10)] == [rate.best_load]
+    assert 880 <= rate.best_load <= 900 and rate.points[-1][0] == rate.best_load
+    assert rate.stop_reason.endswith(f"looked at longer: {rate.best_load:g} req/s holds")
+    looked.clear()
+    # longer looks that stay undecided (200 requests): the two highest are tried, no rate is claimed
+    undecided = rate_sweep(_fake_point(1000, samples=30), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
+                           resolution_pct=2, max_points=20, confirm=confirm("rate", 1000, 200))
+    assert len(looked) == 2 and looked[0] > looked[1] and undecided.best_load is None
+    looked.clear()
+    closed = concurrency_sweep(_fake_point(8000, samples=30), base, concurrencies=[1, 2, 4],
+                               bound=BoundRule(3.0, looks=2), confirm=confirm("concurrency", 8000, 1000))
+    # the fastest point that did not fail (concurrency 4, 1 of 30 slow: undecided) fails on its longer look
+    assert looked == [4] and closed.stop_reason == "plan exhausted; concurrency 4 looked at longer: fails"

@@ -42,6 +42,8 @@ def test_without_a_bound_only_the_judged_bounds_are_decided():
 
 
 def test_an_undecided_point_that_could_be_its_stacks_best_is_lengthened_at_half_the_alpha_per_look():
+    from dataclasses import replace
+
     from tasks.loadgen.settings import LoadSettings
     from tasks.measure.bounds import lengthened_settings, planned_looks, should_lengthen
 
@@ -50,15 +52,35 @@ def test_an_undecided_point_that_could_be_its_stacks_best_is_lengthened_at_half_
     assert planned_looks(plain) == 1 and planned_looks(longer) == 2
     assert bound_rule(longer).looks == 2
     undecided = {"p99_bound_verdict": "undecided", "throughput_rps": 40.0}
-    assert should_lengthen(undecided, longer, best_holding_rps=30.0)
-    assert not should_lengthen(undecided, longer, best_holding_rps=50.0)  # slower than a point that holds
-    assert not should_lengthen(undecided, plain, best_holding_rps=0.0)  # the run does not lengthen
-    assert not should_lengthen({**undecided, "p99_bound_verdict": "fails"}, longer, best_holding_rps=0.0)
-    settings = lengthened_settings(LoadSettings(duration_s=8, window_s=1, stop_when_stable=True), longer)
+    assert should_lengthen(undecided, best_holding_rps=30.0)
+    assert not should_lengthen(undecided, best_holding_rps=50.0)  # slower than a point that holds
+    assert not should_lengthen({**undecided, "p99_bound_verdict": "fails"}, best_holding_rps=0.0)
+    base = LoadSettings(duration_s=8, window_s=1, stop_when_stable=True)
+    settings = lengthened_settings(base, longer)
     assert settings.duration_s == 90 and not settings.stop_when_stable
+    # the look lasts as long as 1.25 x the requests that would decide it take at the first look's throughput:
+    # 100 requests at 40/s, none slow, want 368 in all (half the alpha): 11.5 s; at 2/s they would take 230 s
+    first = _measured(100, ((100.0, 0, 100.0),))
+    assert lengthened_settings(base, longer, replace(first, throughput_rps=40.0)).duration_s == 11.5
+    assert lengthened_settings(base, longer, replace(first, throughput_rps=2.0)).duration_s == 90
+    assert lengthened_settings(base, longer, replace(first, throughput_rps=400.0)).duration_s == 8  # duration_s
     # 320 requests, none slow: holds with one look (299 needed), undecided at half the alpha (368 needed)
     m = _measured(320, ((100.0, 0, 320.0),))
     assert bound_fields(m, plain)["p99_bound_verdict"] == "holds"
     fields = bound_fields(m, longer)
     assert fields["p99_bound_verdict"] == "undecided" and fields["p99_bound_looks"] == 2
     assert fields["p99_bound_more_requests"] == requests_to_hold(99.0, 95.0, looks=2) - 320 == 368 - 320
+
+
+def test_only_a_stacks_efficient_wires_are_lengthened():
+    from tasks.plan.cells import Cell, lengthens
+
+    def cell(server: str, wire: str) -> Cell:
+        return Cell("resnet50", "onnx", server, "process", "cpu", 1, "rate-search", 2.0, wire=wire)
+
+    both = RunConfig.from_params({"p99_bound_ms": 100, "max_point_s": 90, "protocols": ["best", "json"]})
+    assert lengthens(cell("triton", "binary"), both) and lengthens(cell("triton", "grpc"), both)
+    assert not lengthens(cell("triton", "json"), both)  # what JSON costs, not which stack to pick
+    json_only = RunConfig.from_params({"p99_bound_ms": 100, "max_point_s": 90, "protocols": ["json"]})
+    assert lengthens(cell("triton", "json"), json_only)  # the only wire measured is the stack's answer
+    assert not lengthens(cell("triton", "binary"), RunConfig.from_params({"p99_bound_ms": 100}))

@@ -93,6 +93,6 @@ def test_an_undecided_point_that_could_be_the_best_is_measured_again_for_max_poi
     if lengthened:
         assert settings_seen == [4.0, 30.0] and row["latency_samples"] == 500 and row["p99_bound_verdict"] == "holds"
         assert life.best_holding_rps == 1000.0  # the next point must beat it to be lengthened
-        assert life.timeline["cells"][cell.cell_id]["lengthen"]["first_requests"] == 40
+        assert life.timeline["cells"][cell.cell_id]["lengthen"][0]["first_requests"] == 40
     else:
         assert settings_seen == [4.0] and row["p99_bound_verdict"] == "undecided"
