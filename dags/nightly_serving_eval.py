@@ -116,9 +116,11 @@ def _connection(conn_id: str):
                                                   "else it is undecided (95: a claim rests on 299 requests with "
                                                   "none slow; 99, as MLPerf, on 459)", section="Load"),
         "max_point_s": suite_param("number", exclusiveMinimum=0, title="Longest a load point runs, s",
-                                   description="a point whose \"p99 within the bound\" is still undecided after "
-                                               "duration_s, and that could be its stack's best within the bound, is "
-                                               "measured again for this long; empty: never", section="Load"),
+                                   description="a point an answer hinges on (a stack's best candidate within the "
+                                               "bound, on its efficient wires) whose \"p99 within the bound\" is "
+                                               "still undecided after duration_s is looked at again, as long as "
+                                               "deciding it takes, at most this long; empty: never",
+                                   section="Load"),
         "arrival": suite_param("string", enum=list(ARRIVALS), title="Arrivals (open loop)", section="Load"),
         "overload": suite_param("boolean", title="Overload and recovery",
                                 description="after each stack's capacity is known (its sweep, rate search or "

@@ -43,12 +43,17 @@ MAX_MORE_REQUESTS = 10**9  # beyond this no count is offered: the observed rate 
 
 
 def effective_count(indicator: np.ndarray) -> float:
-    """The number of independent draws a 0/1 series (in request order) is worth: n / tau, tau = 1 + 2 sum_k rho_k
-    its integrated autocorrelation time, summed by Geyer's initial monotone sequence (pairs rho_2m + rho_2m+1
-    while positive and decreasing). For a two-state Markov chain with lag-1 autocorrelation r this is
-    n (1 - r) / (1 + r); the whole sum also catches slow bursts whose requests exceed only some of the time
-    (a hidden state), where the lag-1 term alone overstates the count. A series without positive correlation,
-    or a constant one, -> n; at least 1. Bursts of slow requests make it smaller."""
+    """The number of independent draws a 0/1 series (in request order) is worth: n / tau, tau the larger of two
+    estimates of how much dependence inflates the variance of its count.
+    - Its integrated autocorrelation time 1 + 2 sum_k rho_k, summed by Geyer's initial monotone sequence (pairs
+      rho_2m + rho_2m+1 while positive and decreasing). For a two-state Markov chain with lag-1 autocorrelation r
+      this is (1 + r) / (1 - r); the whole sum also catches slow bursts whose requests exceed only some of the time
+      (a hidden state), where the lag-1 term alone overstates the count.
+    - Where one outcome is rare (at most CLUSTER_MAX_SHARE: a tail percentile's indicator, a bound's exceedances),
+      its clusters' sizes (`cluster_tau`): a sample that holds only a few bursts shows each burst's size plainly,
+      where its autocorrelations are too noisy to (Geyer's sum alone held a p99 interval to 90-93 % coverage on
+      such streams).
+    A series without positive correlation, or a constant one, -> n; at least 1. Bursts make it smaller."""
     x = np.asarray(indicator, dtype=float)
     n = len(x)
     centred = x - x.mean() if n else x
@@ -60,7 +65,31 @@ def effective_count(indicator: np.ndarray) -> float:
     pairs = rho[: n - n % 2].reshape(-1, 2).sum(axis=1)  # Gamma_m = rho_2m + rho_2m+1, Gamma_0 = 1 + rho_1
     positive = int(np.argmax(pairs <= 0)) if (pairs <= 0).any() else len(pairs)
     tau = 2.0 * float(np.minimum.accumulate(pairs[:positive]).sum()) - 1.0
+    rare = x > 0.5 if x.mean() <= 0.5 else x <= 0.5
+    if rare.mean() <= CLUSTER_MAX_SHARE:
+        tau = max(tau, cluster_tau(rare))
     return float(min(max(n / tau, 1.0), n)) if tau > 0 else float(n)
+
+
+CLUSTER_MAX_SHARE = 0.05  # an outcome this rare is clustered (a tail's); a common one's runs are not bursts
+CLUSTER_CHANCE = 0.05  # independent rare events fall within one cluster's gap of each other this often
+
+
+def cluster_tau(rare: np.ndarray) -> float:
+    """How much clusters of a rare event inflate its count's variance: sum(S^2) / sum(S) over the cluster sizes S
+    (a compound Poisson count's variance over its mean; 1 when every event stands alone). Events belong to one
+    cluster when fewer than CLUSTER_CHANCE / p others lie between them (p the event's share: independent events
+    fall that close about CLUSTER_CHANCE of the time) - runs declustering, as extreme-value statistics estimates an
+    extremal index."""
+    where = np.flatnonzero(np.asarray(rare, dtype=bool))
+    if len(where) < 2:
+        return 1.0
+    gap = max(1, int(CLUSTER_CHANCE * len(rare) / len(where)))
+    ends = np.flatnonzero(np.r_[True, np.diff(where) > gap, True])
+    sizes = np.diff(ends).astype(float)
+    # independent events merge by chance (a pair in about CLUSTER_CHANCE of them, adding 2 CLUSTER_CHANCE to the
+    # ratio): that much is taken off, so a stream without bursts keeps its count
+    return max(1.0, float((sizes ** 2).sum() / sizes.sum()) - 2.0 * CLUSTER_CHANCE)
 
 
 def order_statistic_ranks(n: float, q: float, interval_pct: float = INTERVAL_PCT) -> tuple[int, int]:

@@ -231,8 +231,8 @@ CONTRACT: tuple[Column, ...] = (
         _col("p99_bound_looks", INT, "the decision's planned looks: 1, or 2 where the run lengthens undecided "
                                      "points (Param max_point_s), the confidence split evenly over them", "looks",
              since="1.8"),
-        _col("lengthened", BOOL, "the point's first look left its bound undecided: its figures are from a second "
-                                 "point of max_point_s", since="1.8"),
+        _col("lengthened", BOOL, "an answer hinged on the point and its first look left its bound undecided: its "
+                                 "figures are from a second, longer look (at most max_point_s)", since="1.8"),
         _col("p99_bounds", STRING, "the decision at every bound the report ranks on (its own and the run's), as "
                                    "JSON: bound in ms -> verdict, exceed, effective requests, rate_pct (the "
                                    "one-sided confidence bounds of the share slower, %), more_requests",

@@ -12,7 +12,8 @@ Stop rules, written down:
   until a point does not pass, then bisect between the last passing and the first other rate until they are within
   `resolution_pct` of each other, in at most `max_points` points overall. Only a rate whose bound `holds` is
   claimed (`best_load`): the highest passing rates still undecided get a longer look (`confirm`), at most
-  MAX_CONFIRMS of them, highest first, until one holds.
+  MAX_CONFIRMS of them, highest first, until one holds; after one that fails, the next is at least 10 % lower
+  (STEP_DOWN).
 - a concurrency sweep's fastest point that does not fail gets a longer look too where it is undecided and faster
   than every point that holds (`confirm`: the answer "fastest within the bound" hinges on it).
 `confirm(load, first) -> Measurement | None` measures a point again for longer (None: that look did not count). A
@@ -33,6 +34,8 @@ from tasks.loadgen.settings import MAX_CONCURRENCY, LoadSettings
 DEFAULT_MIN_GAIN_PCT = 5.0
 DEFAULT_MAX_POINTS = 12
 MAX_CONFIRMS = 2  # a rate search's longer looks: its highest passing rate, the next below where that did not hold
+STEP_DOWN = 0.9  # after a longer look that fails, the next is at most this share of its rate: a bisection's last
+# rates lie within a few % of each other, all as near the capacity (tried here: 11.5 and 11 req/s failed, 10 held)
 Confirm = Callable[[float, Measurement], "Measurement | None"]
 
 
@@ -157,18 +160,25 @@ def _claimed_rate(points: list[tuple[float, Measurement]], bound: BoundRule, max
     best = max((rate for rate, _, v in steered if v == "holds"), default=None)
     open_ = sorted(((rate, m) for rate, m, v in steered if v == "maybe" and rate > (best or 0.0)),
                    key=lambda p: -p[0])
-    looked = []
-    for rate, first in open_[:MAX_CONFIRMS] if confirm is not None else ():
+    looked: list[str] = []
+    below = float("inf")  # a failed look's rate, stepped down: the next look is no higher
+    for rate, first in open_ if confirm is not None else ():
+        if len(looked) >= MAX_CONFIRMS:
+            break
+        if rate > below:
+            continue
         longer = confirm(rate, first)
         if longer is None:
             looked.append(f"{rate:g} req/s did not count")
             continue
         points.append((rate, longer))
-        verdict = _rate_verdict(longer, bound, max_error_rate)
-        looked.append(f"{rate:g} req/s {_verdict(bound.decide(longer))}")
-        if verdict == "holds":
+        decided = _verdict(bound.decide(longer))
+        looked.append(f"{rate:g} req/s {decided}")
+        if _rate_verdict(longer, bound, max_error_rate) == "holds":
             best = rate
             break
+        if decided == "fails":
+            below = rate * STEP_DOWN
     note = f"; looked at longer: {', '.join(looked)}" if looked else ""
     if best is None and open_:
         note += (f"; no rate decided within {bound.bound_ms:g} ms ({len(open_)} passing on their point estimate, "

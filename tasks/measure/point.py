@@ -220,9 +220,9 @@ def _finish(life: ServerLife, row: dict, point: PointRun, outcome: PointOutcome,
 
 def _lengthen(ctx: SessionContext, life: ServerLife, cell: Cell, first: PointRun, first_outcome: PointOutcome,
               events: dict) -> tuple[PointRun, PointOutcome, bool]:
-    """The point's longer look (tasks/measure/bounds.py): its figures replace the first look's when it ran cleanly,
-    or when the server failed in it (a finding of its own); otherwise the first look stands and the timeline says
-    why the longer one did not count."""
+    """The point's longer look (tasks/measure/bounds.py): its figures replace the first look's when it ran, also when
+    its requests failed or the server failed in it (findings of their own); where it could not run or was contended
+    the first look stands and the timeline says why the longer one did not count."""
     config = ctx.config
     settings = lengthened_settings(ctx.load_settings(cell), config, first.measurement)
     look = {"first_verdict": first.fields.get("p99_bound_verdict"),
@@ -233,7 +233,10 @@ def _lengthen(ctx: SessionContext, life: ServerLife, cell: Cell, first: PointRun
     longer = run_point(ctx, life, cell, settings)
     outcome = _judge(life.live, longer, config)
     look["end"] = time.time()
-    if (outcome.status == "ok" and _contention(longer, outcome, config) is None) or outcome.server_failed:
+    clean = outcome.status == "ok" and _contention(longer, outcome, config) is None
+    # a look that failed on its own requests (errors, timeouts: more than the server sustains for that long) is a
+    # finding, as is a server that failed in it; only one that could not run, or was contended, does not count
+    if clean or outcome.server_failed or (outcome.status == "failed" and longer.measurement is not None):
         return longer, outcome, True
     look["not_counted"] = (outcome.reason or "contended")[:500]
     return first, first_outcome, False

@@ -51,6 +51,9 @@ def measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dic
                                                   first)
         if rows[index].get(SERVER_FAILED):
             raise _SweepStopped(rows[index]["reason"])
+        if rows[index]["status"] not in MEASURED_STATUSES and any(
+                r["status"] in MEASURED_STATUSES and r["load"] < load for r in rows):
+            rows[index]["beyond_capacity"] = True  # held for the longer look, the load was more than it sustains
         return measurement
 
     confirm = look_longer if lengthens(cell, config) else None

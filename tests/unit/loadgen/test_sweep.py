@@ -76,6 +76,14 @@ def test_the_points_an_answer_hinges_on_are_looked_at_longer():
                            resolution_pct=2, max_points=20, confirm=confirm("rate", 1000, 200))
     assert len(looked) == 2 and looked[0] > looked[1] and undecided.best_load is None
     looked.clear()
+    # a longer look shows a lower capacity than the short points did (900 req/s: p99 within 10 ms up to 810): the
+    # highest passing rate (887.5) fails, and the next look steps at least 10 % below it, not to its neighbour (875)
+    stepped = rate_sweep(_fake_point(1000, samples=30), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
+                         resolution_pct=2, max_points=20, confirm=confirm("rate", 900, 1000))
+    passing = sorted({r for r, m in stepped.points if m.latency_samples == 30 and m.latency_ms_p99 <= 10})
+    assert looked[0] == passing[-1] and looked[1] == max(r for r in passing if r <= 0.9 * looked[0])
+    assert stepped.best_load == looked[1] and len(looked) == 2
+    looked.clear()
     closed = concurrency_sweep(_fake_point(8000, samples=30), base, concurrencies=[1, 2, 4],
                                bound=BoundRule(3.0, looks=2), confirm=confirm("concurrency", 8000, 1000))
     # the fastest point that did not fail (concurrency 4, 1 of 30 slow: undecided) fails on its longer look

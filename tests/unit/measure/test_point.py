@@ -77,6 +77,38 @@ def test_an_undecided_point_that_could_be_the_best_is_measured_again_for_max_poi
                   "host_state": state.to_json()}
         return point_module.PointRun(fields, measurement, None, state, ServerHealth(None, True))
 
+    cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "concurrency", 2.0)
+    row, life = _lengthening_point(monkeypatch, fake_run_point, cell, best_holding_rps)
+    assert row["lengthened"] is lengthened and row["status"] == "ok"
+    if lengthened:
+        assert settings_seen == [4.0, 30.0] and row["latency_samples"] == 500 and row["p99_bound_verdict"] == "holds"
+        assert life.best_holding_rps == 1000.0  # the next point must beat it to be lengthened
+        assert life.timeline["cells"][cell.cell_id]["lengthen"][0]["first_requests"] == 40
+    else:
+        assert settings_seen == [4.0] and row["p99_bound_verdict"] == "undecided"
+
+
+def test_a_longer_look_whose_requests_failed_replaces_the_first_as_a_finding(monkeypatch):
+    def fake_run_point(ctx, life, cell, settings=None):
+        first = settings is None
+        errors = 0 if first else 120  # over 30 s the queue outgrew request_timeout_s
+        measurement = SimpleNamespace(to_dict=lambda: {"requests": 400, "errors": errors, "error_rate": errors / 400,
+                                                       "errors_by_kind": {"timeout": errors} if errors else {}})
+        state = _state(5.0)
+        fields = {"throughput_rps": 10.0, "latency_samples": 40 if first else 400,
+                  "p99_bound_verdict": "undecided" if first else "fails", **state.row_fields(),
+                  "host_state": state.to_json()}
+        return point_module.PointRun(fields, measurement, None, state, ServerHealth(None, True))
+
+    cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "rate", 10.0)
+    row, life = _lengthening_point(monkeypatch, fake_run_point, cell)
+    assert row["lengthened"] is True and row["status"] == "failed" and "timeout" in row["reason"]
+    assert row["latency_samples"] == 400 and "not_counted" not in life.timeline["cells"][cell.cell_id]["lengthen"][0]
+
+
+def _lengthening_point(monkeypatch, fake_run_point, cell: Cell, best_holding_rps: float = 0.0):
+    """`cell` measured by `measure_point` in a run that lengthens (max_point_s 30), its looks by `fake_run_point`:
+    (row, server life)."""
     monkeypatch.setattr(point_module, "run_point", fake_run_point)
     run = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": "1.8", "code": {}, "host": {}}
     config = RunConfig(quiet_wait_s=0.0, p99_bound_ms=100.0, duration_s=4.0, warmup_s=0.5, window_s=1.0,
@@ -87,12 +119,4 @@ def test_an_undecided_point_that_could_be_the_best_is_measured_again_for_max_poi
                            runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
     life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None,
                            best_holding_rps=best_holding_rps)
-    cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "concurrency", 2.0)
-    row, _ = point_module.measure_point(ctx, life, cell)
-    assert row["lengthened"] is lengthened and row["status"] == "ok"
-    if lengthened:
-        assert settings_seen == [4.0, 30.0] and row["latency_samples"] == 500 and row["p99_bound_verdict"] == "holds"
-        assert life.best_holding_rps == 1000.0  # the next point must beat it to be lengthened
-        assert life.timeline["cells"][cell.cell_id]["lengthen"][0]["first_requests"] == 40
-    else:
-        assert settings_seen == [4.0] and row["p99_bound_verdict"] == "undecided"
+    return point_module.measure_point(ctx, life, cell)[0], life
