@@ -31,6 +31,8 @@ from tasks.plan.config import (
     MAX_DUET_PAIRS,
     MAX_QUIET_WAIT_S,
     MAX_READY_TIMEOUT_S,
+    MAX_SIZE_BUDGET_S,
+    MAX_SIZE_ROUNDS,
     PROTOCOLS,
     RUN_MODES,
     SSE_MODES,
@@ -208,6 +210,14 @@ def _connection(conn_id: str):
                                       title="Duet pairs measured before a verdict may stop", section="Outcome"),
         "duet_max_pairs": suite_param("integer", minimum=2, maximum=MAX_DUET_PAIRS,
                                       title="Most duet pairs while the verdict is undecided", section="Outcome"),
+        "size_rounds": suite_param("integer", minimum=0, maximum=MAX_SIZE_ROUNDS,
+                                   title="Rounds that size a change alone",
+                                   description="a change a duet finds is measured again with each side alone, in a "
+                                               "random order each round, at most this many rounds (0: not sized, "
+                                               "the verdict says \"size uncertain\"); about 10-16 rounds give "
+                                               "+-5 % here", section="Outcome"),
+        "size_budget_s": suite_param("number", exclusiveMinimum=0, maximum=MAX_SIZE_BUDGET_S,
+                                     title="Measuring time that sizes one changed cell, s", section="Outcome"),
         "price_per_core_hour": suite_param("number", minimum=0, title="Price of a CPU core-hour",
                                            description="in any currency: the report shows the price of a million "
                                                        "inferences at each stack's cheapest point within the p99 "

@@ -20,9 +20,10 @@ from tasks.convert import ConversionSkipped, convert
 from tasks.convert.sources import resolve_source
 from tasks.core.errors import ConfigError, ServingEvalError
 from tasks.core.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint
-from tasks.core.paths import CACHE_ENV, DOCKER_DIR, cache_root, run_dir
+from tasks.core.paths import CACHE_ENV, cache_root, run_dir, runtime_home
 from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.core.spec import load_spec
+from tasks.core.verdicts import is_regression
 from tasks.measure.context import not_measured
 from tasks.measure.hostcheck import HostCheck, HostRefused, check_host, describe
 from tasks.measure.session import host_run, measure_session
@@ -308,8 +309,9 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
         "skipped": sum(r["status"] == "skipped" for r in rows),
         "validation_success": validation["success"], "failed_expectations": validation["failed_expectations"],
         "fail_on_cell_failure": config.fail_on_cell_failure, "fail_on_regression": config.fail_on_regression,
-        "regressions": [{k: r[k] for k in ("model", "format", "server", "load", "metric", "change_pct") if k in r}
-                        for r in regressions["records"] if r["verdict"] == "regression"],
+        "regressions": [{k: r[k] for k in ("model", "format", "server", "load", "metric", "verdict", "change_pct",
+                                            "change_ci", "cause") if k in r}
+                        for r in regressions["records"] if is_regression(r["verdict"])],
         "aws_conn_id": config.aws_conn_id, "s3_prefix": config.s3_prefix, "run_id": run["run_id"],
         "logical_date": run["logical_date"],
     }
@@ -325,7 +327,7 @@ def keep_runtimes(store: S3Store, rows: list[dict]) -> None:
         if not name or not sha or (name, sha) in seen:
             continue
         seen.add((name, sha))
-        folder = DOCKER_DIR / name
+        folder = runtime_home(name)
         if folder.is_dir() and files_sha256(folder) == sha:  # only what this checkout still has
             publish_runtime(store, name, folder, sha)
 

@@ -5,6 +5,7 @@
     paths.py     the repository, the runtimes' folders, this host's cache and run work folders
     spec.py      model specs (models/*.yaml): source, inputs, outputs, parity tolerances, seeded inputs
     metrics.py   every published metric once: unit, good direction, minimum effect, where it is judged and shown
+    verdicts.py  the regression check's verdicts that count as a regression or an improvement
     results.py   the results table contract: each column once (type, unit, meaning, since), the cell key, the
                  Arrow schema of Parquet, CSV, the data dictionary (docs/results-reference.md)
     confidence.py  how sure a latency claim is: percentile counts and intervals, bound decisions over looks

@@ -17,6 +17,7 @@ DOCKER_DIR = REPO_ROOT / "docker"
 MODELS_DIR = REPO_ROOT / "models"
 CACHE_ENV = "SERVING_EVAL_CACHE"
 ARTIFACTS_ENV = "SERVING_EVAL_ARTIFACTS"
+RUNTIMES_ENV = "SERVING_EVAL_RUNTIMES"  # folders of runtime folders that take the place of docker/<runtime>/
 
 
 def cache_root() -> Path:
@@ -28,6 +29,18 @@ def cache_root() -> Path:
     except OSError as exc:
         raise ConfigError(CACHE_ENV, root, f"the work and cache folder must be a writable folder ({exc})") from exc
     return path
+
+
+def runtime_home(name: str) -> Path:
+    """A runtime's folder (requirements.txt, entry scripts, Dockerfile): the first folder named `name` in the
+    folders of `$SERVING_EVAL_RUNTIMES` (separated by the path separator), else this checkout's docker/<name>/.
+    The override lets a night serve an edited runtime (a package bumped or added) without editing the checkout:
+    its inputs record the folder's files as usual, and a later night's duet serves it again from the store."""
+    for root in filter(None, os.environ.get(RUNTIMES_ENV, "").split(os.pathsep)):
+        folder = Path(root) / name
+        if folder.is_dir():
+            return folder
+    return DOCKER_DIR / name
 
 
 def run_dir(run_id: str) -> Path:

@@ -19,6 +19,7 @@
     hostload.py      how much of the host's CPU other work used while we measured (benchmarks/host_noise.py's probe)
     inputs.py        the inputs of a cell (model, runtime, server, serving options, load generator), fingerprinted
     duet.py          two servers measured at once on the same cores: pairs of simultaneous load points
+    interleaved.py   a change's size alone: each side by itself, in a random order each round
 """
 
 from tasks.core.faces import lazy_exports

@@ -76,6 +76,9 @@ class DuetSettings:
     min_pairs: int = 3
     max_pairs: int = 8
     max_batch_size: int = 8
+    # label -> that side's own server CPUs instead of the shared `server_cpus` (benchmarks/duet_nights.py measures
+    # this alternative, each side on a core of its own, Japke et al.); empty: both sides share them, the duet's way
+    side_cpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,8 +111,8 @@ def _figures(measurement, sampler) -> dict:
     cpu_pct, per_request = server_cpu(measurement, sampler.summary().server_cpu_pct)
     return {"throughput_rps": measurement.throughput_rps, "latency_ms_p50": measurement.latency_ms_p50,
             "latency_ms_p99": measurement.latency_ms_p99, "server_cpu_us_per_request": per_request,
-            "requests": measurement.requests, "errors": measurement.errors,
-            "generator_cpu_pct": measurement.generator_cpu_pct, "server_cpu_pct": cpu_pct}
+            "latency_samples": measurement.latency_samples, "requests": measurement.requests,
+            "errors": measurement.errors, "generator_cpu_pct": measurement.generator_cpu_pct, "server_cpu_pct": cpu_pct}
 
 
 @dataclass(frozen=True)
@@ -188,14 +191,15 @@ def run_pair(load_index: int, index: int, sides: list[DuetSide], lives: dict[str
     return DuetPair(load_index, index, sides[0].label, out), None
 
 
-def _start_lives(order: list[DuetSide], settings: DuetSettings, result: DuetResult,
+def start_lives(order: list[DuetSide], settings: DuetSettings, result: DuetResult,
                  stack: ExitStack) -> dict[str, LiveServer]:
     """Fresh servers of both sides, started in `order`, each checked to serve its model's outputs; {} when a side's
     outputs differ from its reference (`result.error` says which)."""
     lives: dict[str, LiveServer] = {}
     for side in order:
         session = SessionSettings(settings.run_id, f"{settings.duet_id}.{side.label}", settings.log_dir,
-                                  settings.ready_timeout_s, settings.server_cpus, settings.memory)
+                                  settings.ready_timeout_s, settings.side_cpus.get(side.label, settings.server_cpus),
+                                  settings.memory)
         timeline: dict = {}
         result.timelines.setdefault(side.label, []).append(timeline)
         lives[side.label] = stack.enter_context(server_session(
@@ -233,7 +237,7 @@ def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSetting
                 for index in range(settings.max_pairs):
                     order = sides if index % 2 == 0 else sides[::-1]
                     with ExitStack() as stack:
-                        lives = _start_lives(order, settings, result, stack)
+                        lives = start_lives(order, settings, result, stack)
                         if not lives:
                             return result
                         pair, error = run_pair(load_index, index, order, lives, settings, scratch)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tasks.convert.artifact import Artifact
 from tasks.core.metadata import PIPELINE_VERSION
-from tasks.core.paths import DOCKER_DIR, REPO_ROOT
+from tasks.core.paths import REPO_ROOT, runtime_home
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.venvs import ensure_runtime, files_sha256, runtime_packages
 from tasks.serve.options import ServingOptions
@@ -48,7 +48,7 @@ def loadgen_fingerprint() -> dict:
 
 def runtime_folder(runtime: str, options: ServingOptions) -> Path:
     """Where the runtime's files are: a reference's snapshot (`options.runtime_dir`) or this checkout's."""
-    return Path(options.runtime_dir) if options.runtime_dir else DOCKER_DIR / runtime
+    return Path(options.runtime_dir) if options.runtime_dir else runtime_home(runtime)
 
 
 def runtime_fingerprint(runtime: str, launcher: str, options: ServingOptions, image_label: str = "") -> dict:

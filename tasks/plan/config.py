@@ -38,6 +38,8 @@ MAX_BATCH_SIZE = 1024
 MAX_READY_TIMEOUT_S = 1800
 MAX_TUNE_BUDGET_S = 86400.0
 MAX_DUET_PAIRS = 40
+MAX_SIZE_ROUNDS = 40
+MAX_SIZE_BUDGET_S = 7200.0
 MAX_QUIET_WAIT_S = 600.0  # the longest a contended point waits for the host to quiet before its re-measurement
 
 
@@ -131,6 +133,10 @@ class RunConfig:
     duets: bool = True  # measure each cell whose inputs changed beside its reference's (tasks/regress/duets.py)
     duet_min_pairs: int = 3  # a duet's first pairs at each of its load points, before it may stop as decided
     duet_max_pairs: int = 6  # ... and the most pairs it measures while still undecided
+    # a change a duet finds is sized alone (tasks/regress/sizing.py): at most this many interleaved solo rounds a
+    # changed load point (0: not sized, the verdict says "size uncertain"), within size_budget_s of measuring time
+    size_rounds: int = 12
+    size_budget_s: float = 600.0
     hosts: tuple[str, ...] | None = None  # the run's measuring hosts (plan/hosts.py); None: every deployed one
     overload: bool = False  # after capacity is known, bursts at 1.5x and 3x it and the recovery (loadgen/overload.py)
     price_per_core_hour: float | None = None  # a CPU core-hour's price (tasks/core/cost.py); None: no money shown
@@ -250,6 +256,13 @@ class RunConfig:
         if not (isinstance(self.duet_max_pairs, int) and self.duet_min_pairs <= self.duet_max_pairs <= MAX_DUET_PAIRS):
             raise ConfigError("duet_max_pairs", self.duet_max_pairs,
                               f"must be an integer from duet_min_pairs ({self.duet_min_pairs}) to {MAX_DUET_PAIRS}")
+        if isinstance(self.size_rounds, bool) or not (isinstance(self.size_rounds, int) and (
+                self.size_rounds == 0 or 2 <= self.size_rounds <= MAX_SIZE_ROUNDS)):
+            raise ConfigError("size_rounds", self.size_rounds,
+                              f"must be 0 (changes not sized alone) or an integer from 2 to {MAX_SIZE_ROUNDS}")
+        if isinstance(self.size_budget_s, bool) or not (isinstance(self.size_budget_s, (int, float))
+                                                         and 0 < self.size_budget_s <= MAX_SIZE_BUDGET_S):
+            raise ConfigError("size_budget_s", self.size_budget_s, f"must be > 0 and <= {MAX_SIZE_BUDGET_S:g} s")
         if self.control_cell is not None:
             model, fmt, server = parse_control(self.control_cell)
             for name, value, allowed in (("model", model, model_names()), ("format", fmt, FORMATS),

@@ -3,7 +3,11 @@
     check.py        one run judged: each cell against its reference night, the control's history, parity
     references.py   a cell's reference (its newest accepted earlier night) and what changed since
     duets.py        the night's duets: changed cells measured beside their reference, per host; the A/A duet
-    duet.py         judging a duet's pairs: ratios, the paired test, the minimum effect in duet units
+    duet.py         judging a duet's pairs (the detector): ratios, the paired test, the duet's own threshold
+    sides.py        the sides served again tonight, from inputs records, and the settings they run under
+    sizing.py       a change the duet found, sized alone in interleaved rounds; the verdict settled on it
+    size.py         reading the rounds: each metric's size and interval, and the verdict they support
+    attribution.py  which changed part caused it: the reference with one part of tonight's, a duet each
     detect.py       history detection per cell key, host and metric (the environment, on the control cell)
     noise.py        how much a metric moves from night to night when nothing changed
     compare.py      whether a difference is beyond the noise; two runs side by side

@@ -35,9 +35,10 @@ from tasks.regress.detect import (
     metric_value,
     verdict_pairs,
 )
-from tasks.regress.duet import ALPHA_DUET, DEFAULT_PASS_THROUGH, DUET_METRICS, NOISE_FLOOR, PASS_THROUGH
+from tasks.regress.duet import ALPHA_DUET, DUET_METRICS, DUET_THRESHOLD, NOISE_FLOOR
 from tasks.regress.duets import count_verdicts, plan_aa, plan_duets
 from tasks.regress.references import Reference, find_references
+from tasks.regress.size import SCOPE, SIZE_CONFIDENCE_PCT, SIZE_METRICS
 from tasks.store.history import list_manifests, read_parity_history, read_regression_records, read_runs
 from tasks.store.s3 import S3Store
 
@@ -47,12 +48,15 @@ KINDS = ("inputs", "duet", "environment", "parity")
 
 def method_summary() -> dict:
     return {"describe": "per ok cell: its inputs against its reference night's (the newest earlier accepted night); "
-                        "changed cells measured beside their reference's inputs (a duet: two servers on the same "
-                        "cores at once, the verdict on the pairs' ratios, a paired t-test, the minimum effect in "
-                        "duet units, Bonferroni over the night); the control cell's history for the environment",
+                        "changed cells measured beside their reference's inputs (a duet, the detector: two servers "
+                        "on the same cores at once, a paired t-test on the pairs' ratios against the duet's own "
+                        "threshold in duet units, Bonferroni over the night); a change the duet finds is sized by "
+                        "interleaved solo rounds (each side alone, in a random order a round: the size "
+                        f"{SCOPE}), and where several inputs changed, each part is measured alone beside the "
+                        "reference (hybrid duets); the control cell's history for the environment",
             "duet_metrics": list(DUET_METRICS), "alpha_duet": ALPHA_DUET, "alpha_environment": ALPHA_NIGHT,
-            "pass_through": {"/".join(k): v for k, v in PASS_THROUGH.items()},
-            "default_pass_through": DEFAULT_PASS_THROUGH,
+            "duet_threshold_pct": {m: 100 * v for m, v in DUET_THRESHOLD.items()},
+            "size_metrics": list(SIZE_METRICS), "size_confidence_pct": SIZE_CONFIDENCE_PCT, "size_scope": SCOPE,
             "noise_floor_pct": {k: 100 * v for k, v in NOISE_FLOOR.items()},
             "min_effect_pct": {m: 100 * METRICS[m].min_effect for m in DUET_METRICS},
             "environment": {"min_history": MIN_HISTORY, "segment_nights": SEGMENT_NIGHTS,

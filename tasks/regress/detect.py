@@ -41,6 +41,7 @@ from tasks.core.confidence import PERCENTILE_LEVELS, lower_bound_only
 from tasks.core.metadata import host_fingerprint
 from tasks.core.metrics import DEFAULT_MIN_EFFECT, METRICS, bad_sign, metrics_where, number
 from tasks.core.results import CELL_KEY, cell_key, is_overload
+from tasks.core.verdicts import REGRESSED
 from tasks.regress.noise import Noise, cell_noises, row_se, winsorized_mean
 
 REGRESSED_METRICS = metrics_where("judged")
@@ -383,12 +384,15 @@ def make_record(row: dict, metric: str, test: Test | None, verdict: str, tests: 
     return record
 
 
-def verdict_pairs(records_by_run: dict[str, list[dict]], verdict: str = "regression") -> set[tuple[str, tuple]]:
-    """(run_id, comparison key) of every cell with a record of `verdict` in those runs' regressions.json."""
+def verdict_pairs(records_by_run: dict[str, list[dict]], verdict: str | tuple[str, ...] = REGRESSED
+                  ) -> set[tuple[str, tuple]]:
+    """(run_id, comparison key) of every cell with a record of `verdict` (one, or any of several) in those runs'
+    regressions.json."""
+    wanted = (verdict,) if isinstance(verdict, str) else verdict
     pairs = set()
     for run_id, records in records_by_run.items():
         for rec in records:
-            if rec.get("verdict") == verdict and all(k in rec for k in CELL_KEY if k not in ("config_id", "protocol")):
+            if rec.get("verdict") in wanted and all(k in rec for k in CELL_KEY if k not in ("config_id", "protocol")):
                 pairs.add((run_id, (*cell_key(rec), rec.get("host", ""))))
     return pairs
 

@@ -1,20 +1,18 @@
-"""Judging a duet: the pairs' ratios, candidate over reference, per duet metric, with a paired test.
+"""Judging a duet: the pairs' ratios, candidate over reference, per duet metric, with a paired test. The duet is
+the *detector*: it says whether a stack changed, with a tenth of a solo session's noise; how large the change is as
+the stack shows it alone is measured after it by interleaved solo rounds (tasks/regress/size.py), because two servers
+time-sharing one core interfere by an amount that depends on the stack and the model (docs/regressions.md: the duet
+read steps at 0.6 to 8 times their size).
 
 Each pair gives one log ratio per metric (candidate / reference, measured at the same time on the same cores, so
 the host's moves cancel). Over K pairs: their mean, and a one-sample t-test of it against zero with K-1 degrees of
 freedom, the spread floored at the duet's own noise on this host (tonight's A/A duet of the control cell, else
-NOISE_FLOOR). A metric regressed when its mean ratio is worse by at least its minimum effect *in duet units*
-and the test says so at the night's alpha (Bonferroni over the night's duet tests); improved likewise the other
-way; else no change.
-
-A duet passes through only part of a real change (Bulej et al.; measured here per stack by
-benchmarks/duet_nights.py): two servers time-sharing one core slow each other down, so a side that costs 10 %
-more CPU per request reads less than 10 % slower. The minimum effect in duet units is the metric's own minimum
-effect (tasks/core/metrics.py) times the stack's pass-through (PASS_THROUGH, DEFAULT_PASS_THROUGH where a stack
-was not measured).
+NOISE_FLOOR). A metric's duet finds a change when its mean ratio moves by at least the duet's own threshold
+(DUET_THRESHOLD, in duet units, the same for every stack) and the test says so at the night's alpha (Bonferroni
+over the night's duet tests): `regression` or `improvement` in duet units; else `no_change`.
 
 `decided(pairs)` is Pinpoint's rule for adding pairs: stop once every metric's interval lies clearly on one side
-of its minimum effect.
+of its threshold.
 """
 
 from __future__ import annotations
@@ -32,36 +30,30 @@ ALPHA_DUET = 0.05  # family-wise error rate of a night's duet tests (Bonferroni 
 NOISE_FLOOR = {"server_cpu_us_per_request": 0.01, "throughput_rps": 0.01, "latency_ms_p50": 0.015,
                "latency_ms_p99": 0.05}
 DEFAULT_NOISE_FLOOR = 0.02
-# (server, format) -> the share of a real change a duet shows (benchmarks/duet_nights.py measures it per stack).
-# Stacks not listed use DEFAULT_PASS_THROUGH. Empty on purpose: a stack whose measured share is near 1 (Triton's
-# is) would have its threshold raised to the whole minimum effect, where a step of that size is found only about
-# half the time (docs/regressions.md); the default keeps every stack at half the minimum effect.
-PASS_THROUGH: dict[tuple[str, str], float] = {}
-DEFAULT_PASS_THROUGH = 0.5
-
-
-def pass_through(server: str, fmt: str) -> float:
-    return PASS_THROUGH.get((server, fmt), DEFAULT_PASS_THROUGH)
+# The duet's own threshold per metric, in duet units (its ratio's change, not the stack's): half the metric's minimum
+# effect. No fixed share of a real change passes through a duet (0.6 to 8 times it, by stack and model), so the
+# threshold is set low enough to let a real minimum-size change through on every stack measured, and no
+# changed-but-equal night crossed it (docs/regressions.md); the size is then measured alone.
+DUET_THRESHOLD = {m: 0.5 * METRICS[m].min_effect for m in DUET_METRICS}
 
 
 @dataclass(frozen=True)
 class DuetThresholds:
-    """Per metric: the minimum effect in duet units and the noise floor of one pair's log ratio."""
+    """Per metric: the duet's threshold (in duet units) and the noise floor of one pair's log ratio."""
 
-    min_effect: dict[str, float]
+    threshold: dict[str, float]
     noise_floor: dict[str, float]
     alpha: float = ALPHA_DUET
-    source: dict = field(default_factory=dict)  # where the numbers came from (pass-through, tonight's A/A)
+    source: dict = field(default_factory=dict)  # where the numbers came from (the threshold, tonight's A/A)
 
     @classmethod
-    def for_stack(cls, server: str, fmt: str, aa_noise: dict[str, float] | None = None,
-                  alpha: float = ALPHA_DUET) -> DuetThresholds:
-        share = pass_through(server, fmt)
+    def detector(cls, aa_noise: dict[str, float] | None = None, alpha: float = ALPHA_DUET) -> DuetThresholds:
+        """The duet's thresholds on this host tonight: DUET_THRESHOLD, the noise floors raised to tonight's A/A
+        noise where it was measured."""
         floors = {m: max(NOISE_FLOOR.get(m, DEFAULT_NOISE_FLOOR), (aa_noise or {}).get(m) or 0.0)
                   for m in DUET_METRICS}
-        return cls({m: METRICS[m].min_effect * share for m in DUET_METRICS}, floors, alpha,
-                   {"pass_through": share, "measured": (server, fmt) in PASS_THROUGH,
-                    "aa_noise": dict(aa_noise or {})})
+        return cls(dict(DUET_THRESHOLD), floors, alpha,
+                   {"threshold_pct": {m: 100 * v for m, v in DUET_THRESHOLD.items()}, "aa_noise": dict(aa_noise or {})})
 
 
 def log_ratios(pairs: list[dict], metric: str, a: str = "reference", b: str = "candidate") -> list[float]:
@@ -88,10 +80,10 @@ def judge_metric(ratios: list[float], metric: str, thresholds: DuetThresholds, t
     from scipy import stats  # lazy: scipy (about 0.3 s) only when a duet is judged
 
     n = len(ratios)
-    effect, floor = thresholds.min_effect[metric], thresholds.noise_floor[metric]
+    effect, floor = thresholds.threshold[metric], thresholds.noise_floor[metric]
     out = {"metric": metric, "unit": METRICS[metric].unit, "better": METRICS[metric].better, "pairs": n,
            "ratio": None, "ratio_ci": None, "change_pct": None, "p_value": None, "p_improvement": None,
-           "min_effect_pct": 100 * effect, "noise_floor_pct": 100 * floor, "verdict": "unconfirmed",
+           "threshold_pct": 100 * effect, "noise_floor_pct": 100 * floor, "verdict": "unconfirmed",
            "decided": False}
     if n < 2:
         out["reason"] = f"{n} pair(s) with figures: a duet needs two at least"

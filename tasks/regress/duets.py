@@ -5,12 +5,11 @@ measured it, after tonight's A/A duet of the control cell has measured the duet'
     regressions = run_duets(started, conversions, regressions, host=...)   # one task per measuring host
 
 A duet group is one server session's changed cells that share their reference night: each cell's load point gets its
-own pairs, and every pair runs on two servers started fresh for it (tasks/measure/duet.py). Each side is built from
-its inputs record (tasks/measure/inputs.py): the artifact from this host's cache or the store, the spec and serving
-options as they were, the runtime folder from the checkout or, when it changed, the reference's snapshot in the
-store with a venv built from its requirements (or, in a container, the image it ran). A reference that cannot be had
-again is reported as such (`unconfirmed`, with the reason), never silently skipped. Both sides are driven by
-tonight's load generator.
+own pairs, and every pair runs on two servers started fresh for it (tasks/measure/duet.py); the sides are built from
+their inputs records (tasks/regress/sides.py), and a reference that cannot be had again is reported as such
+(`unconfirmed`, with the reason), never silently skipped. Both sides are driven by tonight's load generator. The
+duet is the detector; a change it finds is sized alone (tasks/regress/sizing.py) and, where several parts of the
+inputs changed, taken apart part by part (tasks/regress/attribution.py).
 """
 
 from __future__ import annotations
@@ -18,32 +17,24 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import replace
 
-from tasks.convert.artifact import Artifact
-from tasks.convert.core import local_artifact
-from tasks.core.paths import DOCKER_DIR, run_dir
 from tasks.core.results import SESSION_KEY
-from tasks.core.spec import ModelSpec
-from tasks.loadgen.settings import LoadSettings
-from tasks.measure.duet import DuetSettings, DuetSide, measure_duet
-from tasks.measure.inputs import OPTION_FIELDS
+from tasks.core.verdicts import is_improvement, is_regression
+from tasks.measure.duet import measure_duet
+from tasks.measure.interleaved import measure_interleaved
 from tasks.plan.cells import Plan
 from tasks.plan.control import control_cell, control_row
-from tasks.regress.duet import DUET_METRICS, DuetThresholds, aa_noise, decided, judge_pairs
+from tasks.regress.attribution import attribute_group
+from tasks.regress.duet import DUET_METRICS, DuetThresholds, aa_noise, judge_pairs
 from tasks.regress.references import Reference, row_inputs
-from tasks.runtimes.venvs import files_sha256
-from tasks.serve.budget import plan_budget
-from tasks.serve.launchers import get_launcher
-from tasks.serve.options import ServingOptions
-from tasks.serve.servers import get_server
-from tasks.store.runtimes import fetch_runtime
+from tasks.regress.sides import Night, measure_group, trusted_pairs
+from tasks.regress.size import size_verdict
+from tasks.regress.sizing import POINT_FIELDS, point_index, size_group
 from tasks.store.s3 import S3Store
-from tasks.validate.outcome import pair_host_flag
 
 AA_PAIRS = 4  # pairs of tonight's A/A duet of the control cell
 REFERENCES_FILE = "references.json"  # in the host's cache: what tonight's references need kept
-POINT_FIELDS = ("batch_size", "mode", "load", "protocol")
 
 
 def _host_of(row: dict, plan: Plan) -> str | None:
@@ -85,78 +76,6 @@ def plan_aa(rows: list[dict], plan: Plan) -> dict | None:
             "points": [{k: row.get(k) for k in POINT_FIELDS}]}
 
 
-def side_from_inputs(label: str, inputs: dict, server_name: str, launcher: str, store: S3Store | None,
-                     cpus: int) -> DuetSide:
-    """A duet side that serves exactly what `inputs` describes (tasks/measure/inputs.py); ValueError or a store
-    error naming what is missing when it cannot be had on this host."""
-    model = inputs["model"]
-    artifact = local_artifact(Artifact.from_dict(model["artifact"]), store, log=lambda _: None)
-    spec = ModelSpec.from_dict(model["spec"])
-    serving = dict(inputs.get("serving") or {})
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in serving.items() if k in OPTION_FIELDS}
-    values["cpus"] = cpus  # the duet's budget: both sides the same CPUs
-    runtime = inputs.get("runtime") or {}
-    name = runtime.get("name")
-    if launcher == "docker":
-        image = str(runtime.get("image") or "")
-        values["runtime_image"] = image.rpartition("@")[2] or image
-    elif runtime.get("files_sha256") and runtime["files_sha256"] != files_sha256(DOCKER_DIR / name):
-        values["runtime_dir"] = str(fetch_runtime(store, name, runtime["files_sha256"]))
-    return DuetSide(label, get_server(server_name, ServingOptions(**values)), artifact, spec, inputs)
-
-
-def _load(point: dict, config) -> LoadSettings:
-    return LoadSettings(mode=point["mode"], load=point["load"], batch_size=point["batch_size"],
-                        duration_s=config.duration_s, warmup_s=config.warmup_s, window_s=config.window_s,
-                        stability_pct=config.stability_pct, request_timeout_s=config.request_timeout_s,
-                        workers=config.workers)
-
-
-def measure_group(group: dict, started: dict, config, store: S3Store | None, *, pairs: tuple[int, int],
-                  thresholds: DuetThresholds | None, tests: int = 1, measure: Callable = measure_duet) -> dict:
-    """One duet group measured: {"pairs": [...], "error", "stop_reason", ...} (tasks/measure/duet.py)."""
-    session = group["session"]
-    budget = plan_budget(config.server_cpus, config.server_memory, config.pin_cpus)
-    directory = Path(started["run"]["run_dir"])
-    if not directory.is_dir():
-        directory = run_dir(started["run"]["run_id"])
-    (directory / "logs").mkdir(parents=True, exist_ok=True)
-    try:
-        reference = side_from_inputs("reference", group["reference"]["inputs"], session["server"],
-                                     session["launcher"], store, budget.cpu_count)
-        candidate = side_from_inputs("candidate", group["candidate"]["inputs"], session["server"],
-                                     session["launcher"], store, budget.cpu_count)
-    except Exception as exc:  # noqa: BLE001 - the reference cannot be had again: said, not skipped
-        return {"pairs": [], "error": f"the reference cannot be served again: {type(exc).__name__}: {exc}"[:2000],
-                "stop_reason": ""}
-    settings = DuetSettings(run_id=started["run"]["run_id"], duet_id=group["duet_id"], log_dir=directory / "logs",
-                            launcher=get_launcher(session["launcher"]),
-                            loads=tuple(_load(p, config) for p in group["points"]),
-                            protocols=tuple(p.get("protocol") for p in group["points"]), server_cpus=budget.cpus,
-                            generator_cpus=budget.generator_cpus, memory=budget.memory,
-                            ready_timeout_s=config.ready_timeout_s, min_pairs=pairs[0], max_pairs=pairs[1],
-                            max_batch_size=config.max_batch_size)
-
-    def settled(load_index: int, so_far: list) -> bool:
-        return thresholds is not None and decided(trusted_pairs([p.to_dict() for p in so_far])[0], thresholds,
-                                                   tests)
-
-    return measure(reference, candidate, settings, settled).to_dict()
-
-
-def trusted_pairs(pairs: list[dict]) -> tuple[list[dict], list[str]]:
-    """The pairs whose two sides saw the same host state, and why each other pair was set aside: a duet's ratio
-    cancels only the other work both sides saw (`pair_host_flag`)."""
-    trusted, flags = [], []
-    for pair in pairs:
-        flag = pair_host_flag(pair.get("sides") or {})
-        if flag is None:
-            trusted.append(pair)
-        else:
-            flags.append(f"pair {pair.get('index', len(trusted) + len(flags))}: {flag}")
-    return trusted, flags
-
-
 def _records_of(regressions: dict, group: dict) -> list[dict]:
     session = group["session"]
     points = [tuple(p.get(k) for k in POINT_FIELDS) for p in group["points"]]
@@ -166,14 +85,14 @@ def _records_of(regressions: dict, group: dict) -> list[dict]:
 
 
 def settle_group(regressions: dict, group: dict, measured: dict, thresholds: DuetThresholds, tests: int) -> None:
-    """Each pending record of the group gets its duet's verdict (or `unconfirmed` with the reason)."""
+    """Each pending record of the group gets its duet's finding (the detector's, `duet_*`), or `unconfirmed` with
+    the reason. A change found is a `*_uncertain` verdict until its size alone settles it (tasks/regress/sizing.py)."""
     for record in _records_of(regressions, group):
-        index = next(i for i, p in enumerate(group["points"])
-                     if all(p.get(k) == record.get(k) for k in POINT_FIELDS))
+        index = point_index(group, record)
         mine, flags = trusted_pairs([p for p in measured["pairs"] if p["load"] == index])
         record["duet"] = {"duet_id": group["duet_id"], "pairs": len(mine), "stop_reason": measured["stop_reason"],
                           "set_aside": flags,
-                          "thresholds": {"min_effect_pct": 100 * thresholds.min_effect[record["metric"]],
+                          "thresholds": {"threshold_pct": 100 * thresholds.threshold[record["metric"]],
                                          "noise_floor_pct": 100 * thresholds.noise_floor[record["metric"]],
                                          **thresholds.source}}
         if len(mine) < 2 and (measured.get("error") or flags):
@@ -181,46 +100,57 @@ def settle_group(regressions: dict, group: dict, measured: dict, thresholds: Due
                 f"{len(flags)} of the duet's pairs were set aside ({flags[0]}); fewer than 2 remain"))
             continue
         judged = next(j for j in judge_pairs(mine, thresholds, tests) if j["metric"] == record["metric"])
-        record.update({k: judged[k] for k in ("ratio", "ratio_ci", "change_pct", "p_value", "p_improvement",
-                                              "min_effect_pct", "verdict")})
-        record["reason"] = (f"duet of {len(mine)} pairs: {record['metric']} x{judged['ratio']:.3f} against "
-                            f"{group['reference']['run_id']}" if judged["ratio"] else judged.get("reason"))
+        record.update({f"duet_{k}": judged[k] for k in ("ratio", "ratio_ci", "change_pct", "p_value",
+                                                          "p_improvement", "threshold_pct", "verdict")})
+        record["duet_reason"] = (f"the duet (the detector) of {len(mine)} pairs: {record['metric']} "
+                                 f"x{judged['ratio']:.3f} against {group['reference']['run_id']}"
+                                 if judged["ratio"] else judged.get("reason") or "")
+        record["verdict"], why = size_verdict(record["metric"], judged["verdict"], None)
+        record["reason"] = f"{record['duet_reason']}; {why}"
 
 
 def run_duets(started: dict, conversions: list[dict], regressions: dict, *, host: str | None = None,
-              store: S3Store | None = None, measure: Callable = measure_duet) -> dict:
+              store: S3Store | None = None, measure: Callable = measure_duet,
+              measure_alone: Callable = measure_interleaved) -> dict:
     """Measure the night's duets (with `host`, that host's) and settle their records; first tonight's A/A duet of
-    the control cell where it was measured, whose noise sizes the night's thresholds on this host."""
+    the control cell where it was measured, whose noise sizes the night's thresholds on this host. A change a duet
+    finds is then sized alone (`size_group`) and, where several parts of the inputs changed, taken apart
+    (`attribute_group`)."""
     regressions = copy.deepcopy(regressions)
     plan = Plan.from_dict(started)
     config = plan.config
     groups = [g for g in regressions.get("duets", []) if host is None or g.get("host") in (host, None)]
     aa = regressions.get("aa")
     noise: dict = {}
+    night = Night(started, config, store, measure=measure, measure_alone=measure_alone)
     if aa and (host is None or aa.get("host") in (host, None)) and config.duets:
-        measured = measure_group(aa, started, config, store, pairs=(AA_PAIRS, AA_PAIRS), thresholds=None,
-                                 measure=measure)
+        measured = measure_group(aa, night, pairs=(AA_PAIRS, AA_PAIRS))
         noise = {k: v for k, v in aa_noise(measured["pairs"]).items() if v is not None}
         regressions["aa"] = {**aa, "measured": measured, "noise": noise}
     tests = max(1, sum(len(g["points"]) for g in regressions.get("duets", [])) * len(DUET_METRICS))
+    thresholds = DuetThresholds.detector(noise)
+    night = replace(night, thresholds=thresholds, tests=tests)
     for group in groups:
-        session = group["session"]
-        thresholds = DuetThresholds.for_stack(session["server"], session["format"], noise)
         if not config.duets:
             for record in _records_of(regressions, group):
                 record.update(verdict="unconfirmed", reason="Param duets is off: the change was not measured")
             continue
-        measured = measure_group(group, started, config, store, pairs=(config.duet_min_pairs, config.duet_max_pairs),
-                                 thresholds=thresholds, tests=tests, measure=measure)
+        measured = measure_group(group, night, pairs=(config.duet_min_pairs, config.duet_max_pairs))
         group["measured"] = measured
         settle_group(regressions, group, measured, thresholds, tests)
+        records = _records_of(regressions, group)
+        size_group(records, group, night)
+        attribute_group(records, group, night)
     return {**regressions, **count_verdicts(regressions["records"])}
 
 
 def count_verdicts(records: list[dict]) -> dict:
-    return {"regressions": sum(r.get("verdict") == "regression" for r in records),
+    """The night's counts: `regressions` and `improvements` include those whose size is uncertain (`uncertain`
+    counts those apart)."""
+    return {"regressions": sum(is_regression(r.get("verdict")) for r in records),
             "unconfirmed": sum(r.get("verdict") == "unconfirmed" for r in records),
-            "improvements": sum(r.get("verdict") == "improvement" for r in records),
+            "improvements": sum(is_improvement(r.get("verdict")) for r in records),
+            "uncertain": sum(str(r.get("verdict")).endswith("_uncertain") for r in records),
             "environment": sum(r.get("verdict") == "environment" for r in records),
             "pending": sum(r.get("verdict") == "pending" for r in records)}
 

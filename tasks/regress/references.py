@@ -51,7 +51,7 @@ def row_inputs(row: dict) -> dict | None:
 def accepted_history(history_rows: list[dict], earlier_records: dict[str, list[dict]]) -> dict[tuple, list[dict]]:
     """comparison key -> the earlier ok rows that may be a reference, newest first (a night judged a regression
     for that cell is left out)."""
-    regressed = verdict_pairs(earlier_records, "regression")
+    regressed = verdict_pairs(earlier_records)
     by_key: dict[tuple, list[dict]] = {}
     for row in history_rows:
         if row.get("status") != "ok":

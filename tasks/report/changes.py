@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
+from tasks.core.verdicts import is_regression
+from tasks.regress.size import SCOPE
 from tasks.report.formatting import REASON_CHARS, cell_value, label, unit
 from tasks.report.plots import Series, line_chart
 from tasks.report.templating import render
@@ -55,16 +57,28 @@ def _where(record: dict) -> str:
     return "/".join(str(record.get(k)) for k in ("model", "format", "server", "load") if record.get(k) is not None)
 
 
+VERDICT_TEXT = {"regression_uncertain": "regression, size uncertain", "improvement_uncertain": "improvement, size "
+                "uncertain", "no_change": "no change"}
+
+
 def _duet(record: dict) -> dict:
+    """One duet record's row: the size alone (the ruler) with its interval, the duet's ratio (the detector), the
+    verdict and its cause. Records of runs before sizes existed carry the duet's figures as `ratio`."""
     note = "; ".join(record.get("changes") or []) + f" ({record.get('reference_run_id')})"
-    if record.get("verdict") == "unconfirmed":
+    if record.get("verdict") == "unconfirmed" or str(record.get("verdict")).endswith("_uncertain"):
         note = f"{note}: {record.get('reason')}"
-    ci = record.get("ratio_ci")
-    return {"where": _where(record), "metric": record["metric"], "verdict": record.get("verdict"),
-            "ratio": f"×{record['ratio']:.3f}" if record.get("ratio") else "–",
-            "ci": f"×{ci[0]:.3f}–{ci[1]:.3f}" if ci else "–",
-            "effect": f"{record['min_effect_pct']:.1f} %" if record.get("min_effect_pct") is not None else "–",
-            "pairs": cell_value((record.get("duet") or {}).get("pairs")), "note": note[:REASON_CHARS]}
+    ratio = record.get("duet_ratio", record.get("ratio"))
+    ci, size = record.get("duet_ratio_ci", record.get("ratio_ci")), record.get("size") or {}
+    size_ci = record.get("change_ci") if "duet_ratio" in record else None
+    verdict = record.get("verdict")
+    return {"where": _where(record), "metric": record["metric"], "verdict": VERDICT_TEXT.get(verdict, verdict),
+            "bad": is_regression(verdict),
+            "size": f"{record['change_pct']:+.1f} %" if size_ci and record.get("change_pct") is not None else "–",
+            "size_ci": f"{size_ci[0]:+.1f} to {size_ci[1]:+.1f} %" if size_ci else "–",
+            "rounds": cell_value(size.get("rounds")) if size else "–",
+            "ratio": (f"×{ratio:.3f}" + (f" ({ci[0]:.3f}–{ci[1]:.3f})" if ci else "")) if ratio else "–",
+            "pairs": cell_value((record.get("duet") or {}).get("pairs")), "cause": record.get("cause") or "–",
+            "note": note[:REASON_CHARS]}
 
 
 def _side_by_side(regressions: dict) -> dict:
@@ -76,10 +90,10 @@ def _side_by_side(regressions: dict) -> dict:
     environment = [r for r in records if r.get("kind") == "environment" and r.get("verdict") == "environment"]
     control = regressions.get("control") or {}
     drift = ((control.get("drift") or {}).get("throughput_rps") or {}).get("change_pct")
-    return {"flagged": sum(r.get("verdict") == "regression" for r in duets), "duets": [_duet(r) for r in duets],
+    return {"flagged": sum(is_regression(r.get("verdict")) for r in duets), "duets": [_duet(r) for r in duets],
             "unchanged": sum(r.get("kind") == "inputs" and r.get("verdict") == "no_change" for r in records),
             "new": sum(r.get("kind") == "inputs" and r.get("verdict") == "no_history" for r in records),
-            "duets_run": len(regressions.get("duets") or []),
+            "duets_run": len(regressions.get("duets") or []), "scope": SCOPE,
             "aa_pairs": len((aa.get("measured") or {}).get("pairs") or []),
             "aa_noise": ", ".join(f"{m} {100 * v:.1f} %" for m, v in sorted(aa["noise"].items()))
             if aa.get("noise") else None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from tasks.core.results import OVERLOAD_MODE, read_parquet_bytes
+from tasks.core.verdicts import is_regression
 from tasks.store.layout import safe_run_id
 from tasks.store.s3 import S3Store
 
@@ -42,13 +43,27 @@ def _runner_up(group, winner: str) -> dict | None:
 
 
 def make_digest(manifest: dict, frame, regressions: dict) -> dict:
-    flagged = [r for r in regressions.get("records", []) if r.get("verdict") == "regression"]
+    flagged = [r for r in regressions.get("records", []) if is_regression(r.get("verdict"))]
     return {
         "schema_version": DIGEST_SCHEMA_VERSION, "run_id": manifest["run_id"], "logical_date": manifest["logical_date"],
         "run_status": manifest["status"], "manifest": f"{manifest['prefix']}/manifest.json",
         "cells": int(len(frame)), "failed_cells": int((frame["status"] == "failed").sum()),
         "best": best_stacks(frame), "regressions": flagged,
     }
+
+
+def duet_finding(record: dict) -> str:
+    """A duet record's change in words: its size alone with the interval where it was sized, the duet's ratio (the
+    detector) beside; a record from before sizes existed has the duet's ratio only."""
+    ratio = record.get("duet_ratio", record.get("ratio"))
+    duet = f"the duet x{ratio:.3f}" if ratio else "the duet"
+    ci = record.get("change_ci") if "duet_ratio" in record else None
+    if ci and record.get("change_pct") is not None:
+        return f"{record['change_pct']:+.1f} % alone [{ci[0]:+.1f}, {ci[1]:+.1f}] ({duet}; {record['verdict']})"
+    if "duet_ratio" in record:
+        return f"size not measured alone ({duet}; {record['verdict']})"
+    change = "n/a" if record.get("change_pct") is None else format(record["change_pct"], "+.1f")
+    return f"{duet} ({change} %), side by side"
 
 
 def render_markdown(digest: dict) -> str:
@@ -67,9 +82,9 @@ def render_markdown(digest: dict) -> str:
     for r in digest["regressions"]:
         where = "/".join(str(r.get(k)) for k in ("model", "format", "server", "load") if r.get(k) is not None)
         change = "n/a" if r.get("change_pct") is None else format(r["change_pct"], "+.1f")
-        if r.get("kind") == "duet":  # measured beside its reference: the ratio and what changed
-            lines.append(f"- {where}: {r['metric']} x{r['ratio']:.3f} ({change} %) against {r['reference_run_id']} "
-                         f"side by side; changed: {'; '.join(r.get('changes') or [])}")
+        if r.get("kind") == "duet":  # found beside its reference, sized alone: the size, what changed, the cause
+            lines.append(f"- {where}: {r['metric']} {duet_finding(r)} against {r['reference_run_id']}; changed: "
+                         f"{'; '.join(r.get('changes') or [])}" + (f"; cause: {r['cause']}" if r.get("cause") else ""))
         else:
             lines.append(f"- {where}: {r['metric']} {r['baseline']:.4g} → {r['current']:.4g} {r['unit']} "
                          f"({change} %, {r.get('method')})")

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from tasks.core.errors import ConfigError, RuntimeBuildError
-from tasks.core.paths import DOCKER_DIR, REPO_ROOT, cache_root
+from tasks.core.paths import DOCKER_DIR, REPO_ROOT, cache_root, runtime_home
 from tasks.runtimes.venvs import available_runtimes, requirements_path
 
 CA_ENV = "SERVING_EVAL_CA_CERTS"
@@ -151,7 +151,7 @@ def _app_files(image: str) -> dict[str, Path]:
 
 def context_files(image: str, log=print) -> dict[str, Path]:
     """Name inside the build context -> file on the host, for the image of docker/<image>/."""
-    folder = DOCKER_DIR / image
+    folder = runtime_home(image)
     if not (folder / "Dockerfile").is_file():
         raise ConfigError("runtime", image, f"has no Dockerfile under {folder}; images exist for "
                                             f"{sorted(p.parent.name for p in DOCKER_DIR.glob('*/Dockerfile'))}")

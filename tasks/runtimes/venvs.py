@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.errors import ConfigError, RuntimeBuildError
-from tasks.core.paths import DOCKER_DIR, REPO_ROOT, cache_root
+from tasks.core.paths import DOCKER_DIR, REPO_ROOT, cache_root, runtime_home
 
 COMPLETE_MARKER = ".serving-eval-complete.json"
 PIP_INSTALL_TIMEOUT_S = 1800
@@ -70,7 +70,7 @@ class RuntimeEnv:
 
 
 def requirements_path(name: str) -> Path:
-    path = DOCKER_DIR / name / "requirements.txt"
+    path = runtime_home(name) / "requirements.txt"
     if not path.is_file():
         raise ConfigError("runtime", name, f"must be one of {available_runtimes()}")
     return path

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from tasks.convert import Artifact
 from tasks.core.errors import ConfigError
-from tasks.core.paths import DOCKER_DIR
+from tasks.core.paths import runtime_home
 from tasks.core.results import WIRES
 from tasks.core.spec import ModelSpec
 from tasks.serve.capabilities import Capability
@@ -162,7 +162,7 @@ class Server(ABC):
     def runtime_dir(self) -> Path:
         """The runtime's folder of entry scripts and requirements: this checkout's docker/<runtime>/, or the
         snapshot of a regression reference (`ServingOptions.runtime_dir`)."""
-        return Path(self.options.runtime_dir) if self.options.runtime_dir else DOCKER_DIR / self.runtime
+        return Path(self.options.runtime_dir) if self.options.runtime_dir else runtime_home(self.runtime)
 
     def launch_spec(self, layout: Path, spec: ModelSpec, ports: dict[str, int]) -> RunSpec:
         """`run_spec`, pointed at a reference's runtime snapshot or image when the options name one."""

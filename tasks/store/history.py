@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from tasks.core.errors import ConfigError
 from tasks.core.results import conform, read_parquet_bytes
+from tasks.core.verdicts import is_regression
 from tasks.store.layout import RUNS, Folder, parse_folder, safe_run_id
 from tasks.store.publish import MANIFEST
 from tasks.store.s3 import S3Store
@@ -126,7 +127,7 @@ def run_summary(store: S3Store, manifest: dict) -> dict:
     regressions = None
     if "regressions.json" in names:
         records = store.get_json(names["regressions.json"]).get("records", [])
-        regressions = sum(r.get("verdict") == "regression" for r in records)
+        regressions = sum(is_regression(r.get("verdict")) for r in records)
     return {"dt": manifest["logical_date"][:10], "run_id": manifest["run_id"], "logical_date": manifest["logical_date"],
             "status": manifest["status"], "suite": suite, "regressions": regressions,
             "git_sha": provenance.get("git_sha"), "prefix": manifest["prefix"]}

@@ -1,21 +1,26 @@
 """The regression check in the pipeline: each cell against its reference night (the logical-date cut, exclusions
 through the CLI), and side by side with real servers: a known slower model is a regression naming the changed
-input, the same model re-exported to a file with another hash is not, an unchanged night spends no measuring time
-on duets beyond the control's A/A pair."""
+input, sized alone by interleaved rounds whose interval holds the size this test measures itself; the same model
+re-exported to a file with another hash is not; an unchanged night spends no measuring time on duets beyond the
+control's A/A pair; where two inputs changed, the one that carries the slowdown is named, or "several"."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from benchmarks.duet_nights import MLP_SPEC
 from tasks.core.metadata import collect_host_metadata
 from tasks.core.results import SCHEMA_VERSION, to_frame, to_parquet_bytes
+from tasks.core.verdicts import REGRESSED
 from tasks.pipeline import run_pipeline
 from tasks.plan.cells import make_plan
 from tasks.plan.config import RunConfig
@@ -159,8 +164,8 @@ def duet_nights(embedded_s3, tmp_path_factory):
     specs = tmp_path_factory.mktemp("duet-specs")
     conn = embedded_s3.connection("serving_eval_s3")
     conf = fast_conf(bucket, models=["duet-mlp"], concurrencies=[2], duration_s=1.0, warmup_s=0.3, window_s=0.25,
-                     control_cell="duet-mlp/onnx/custom", duet_min_pairs=3, duet_max_pairs=6,
-                     fail_on_cell_failure=False)
+                     control_cell="duet-mlp/onnx/custom", duet_min_pairs=3, duet_max_pairs=6, size_rounds=8,
+                     size_budget_s=120, fail_on_cell_failure=False)
     old = os.environ.get("SERVING_EVAL_MODELS")
     os.environ["SERVING_EVAL_MODELS"] = str(specs)
     store = S3Store(bucket, "eval", conn)
@@ -213,19 +218,137 @@ def test_the_same_model_in_a_file_with_another_hash_is_no_regression(duet_nights
     assert summary["regressions"] == []
 
 
+def alone_in_turns(group: dict, store: S3Store | None, rounds: int = 10) -> float:
+    """This test's own ruler of a duet group's change in server CPU per request: both sides' servers up, each
+    loaded alone in turn (a random order each round, the servers kept warm: another method than the pipeline's
+    fresh servers), the mean log ratio over the rounds, in percent."""
+    import math
+    import random
+    import statistics
+
+    from tasks.loadgen.measurement import server_cpu
+    from tasks.loadgen.run import run_load_point
+    from tasks.loadgen.settings import LoadSettings
+    from tasks.measure.hoststate import ServerReader
+    from tasks.measure.window_reader import LiveServerWindowReader
+    from tasks.regress.sides import side_from_inputs
+    from tasks.serve.budget import plan_budget
+    from tasks.serve.launchers.process import ProcessLauncher
+    from tasks.serve.session import SessionSettings, server_session
+
+    budget = plan_budget(None, None, True)
+    load = LoadSettings(mode="concurrency", load=2, duration_s=1.0, warmup_s=0.3, window_s=0.25)
+    sides = {label: side_from_inputs(label, group[label]["inputs"], "custom", "process", store, budget.cpu_count)
+             for label in ("reference", "candidate")}
+    ratios = []
+    with tempfile.TemporaryDirectory(prefix="alone-") as scratch, contextlib.ExitStack() as stack:
+        lives = {label: stack.enter_context(server_session(
+            side.server, side.artifact, side.spec, ProcessLauncher(),
+            SessionSettings("alone", f"alone.{label}", Path(scratch), cpus=budget.cpus)))
+            for label, side in sides.items()}
+        order = random.Random(7)
+        for _ in range(rounds):
+            cpu = {}
+            for label in order.sample(list(lives), 2):
+                live = lives[label]
+                measurement, _ = run_load_point(live.endpoint, sides[label].spec, load,
+                                                Path(tempfile.mkdtemp(dir=scratch)), cpus=budget.generator_cpus,
+                                                server=LiveServerWindowReader(ServerReader(live.handle)))
+                cpu[label] = server_cpu(measurement, None)[1]
+            ratios.append(math.log(cpu["candidate"] / cpu["reference"]))
+    return 100 * math.expm1(statistics.fmean(ratios))
+
+
 @pytest.mark.integration
-def test_a_known_slower_model_is_a_regression_naming_the_changed_input(duet_nights):
-    summary, regressions = duet_nights(3, 2048, 0)  # a model 60 times the compute, the same inputs and outputs
+def test_a_known_slower_model_is_a_regression_naming_the_changed_input_sized_alone(duet_nights):
+    summary, regressions = duet_nights(3, 1024, 0)  # the hidden layer 16 times the compute, the same inputs/outputs
     records = {r["metric"]: r for r in regressions["records"] if r.get("kind") == "duet"}
     cpu = records["server_cpu_us_per_request"]
-    print("the duet's record:", json.dumps(cpu["duet"]))  # shown in full when the test fails (pytest cuts messages)
-    print("its pairs:", json.dumps(regressions["duets"][0]["measured"]["pairs"]))
-    assert cpu["verdict"] == "regression" and cpu["ratio"] > 1.2, {
-        k: cpu.get(k) for k in ("verdict", "ratio", "ratio_ci", "p_value", "min_effect_pct", "reason", "duet")}
-    assert records["throughput_rps"]["verdict"] == "regression", records["throughput_rps"]
+    print("the record:", json.dumps({k: v for k, v in cpu.items() if k != "attribution"}))  # shown on failure
+    print("its rounds:", json.dumps(regressions["duets"][0].get("sizes")))
+    assert cpu["duet_verdict"] == "regression" and cpu["duet_ratio"] > 1.1, cpu
+    assert cpu["verdict"] == "regression", cpu["reason"]
     assert any("duet-mlp: model sha256" in c for c in cpu["changes"]) and cpu["reference_run_id"] == "duet-night2"
-    assert cpu["duet"]["pairs"] >= 3 and cpu["duet"]["thresholds"]["min_effect_pct"] > 0
-    assert any(r["metric"] == "server_cpu_us_per_request" for r in summary["regressions"])
+    assert cpu["duet"]["pairs"] >= 3 and cpu["duet"]["thresholds"]["threshold_pct"] == 2.5
+    # the size alone: measured in interleaved rounds of fresh servers, labelled with where it holds
+    low, high = cpu["change_ci"]
+    assert cpu["size"]["rounds"] >= 2 and cpu["size"]["scope"] == "alone on this host at this load point"
+    assert 5.0 < low <= cpu["change_pct"] <= high, cpu
+    assert records["throughput_rps"]["verdict"] == "regression" and records["throughput_rps"]["change_pct"] < 0
+    assert any(r["metric"] == "server_cpu_us_per_request" and r["verdict"] == "regression"
+               for r in summary["regressions"])
+    mine = alone_in_turns(regressions["duets"][0], None)  # both nights' artifacts are in this host's cache
+    assert low <= mine <= high, (mine, cpu["change_ci"])
+
+
+@pytest.fixture(scope="module")
+def attribution_nights(embedded_s3, tmp_path_factory):
+    """A store with one real night of `attr-mlp` (the MLP, hidden 256) on the custom service in its ONNX-only
+    runtime, and a way to run the next night with another model width and the runtime with a package added: none,
+    an inert one, or a CPU agent that slows every process of the venv (tests/runtime_variants.py). The runtime
+    changes through `$SERVING_EVAL_RUNTIMES`, as a team trying a runtime change would point a night at it."""
+    from tests.runtime_variants import cpu_agent_wheel, custom_runtime, inert_wheel, wheel_line
+
+    bucket = "attribution-nights"
+    embedded_s3.create_bucket(bucket)
+    specs, roots = tmp_path_factory.mktemp("attr-specs"), tmp_path_factory.mktemp("attr-runtimes")
+    wheels = roots / "wheels"
+    custom_runtime(roots / "base")
+    custom_runtime(roots / "inert", (wheel_line(inert_wheel(wheels)),))
+    custom_runtime(roots / "agent", (wheel_line(cpu_agent_wheel(wheels)),))
+    conn = embedded_s3.connection("serving_eval_s3")
+    conf = fast_conf(bucket, models=["attr-mlp"], concurrencies=[2], duration_s=1.0, warmup_s=0.3, window_s=0.25,
+                     duet_min_pairs=3, duet_max_pairs=6, size_rounds=4, size_budget_s=60, fail_on_cell_failure=False)
+    saved = {k: os.environ.get(k) for k in ("SERVING_EVAL_MODELS", "SERVING_EVAL_RUNTIMES")}
+    os.environ["SERVING_EVAL_MODELS"] = str(specs)
+    store = S3Store(bucket, "eval", conn)
+
+    def run_night(i: int, hidden: int, runtime: str) -> tuple[dict, dict]:
+        (specs / "attr-mlp.yaml").write_text(MLP_SPEC.format(name="attr-mlp", seed=0, hidden=hidden))
+        os.environ["SERVING_EVAL_RUNTIMES"] = str(roots / runtime)
+        summary, _ = run_pipeline(conf, run_id=f"attr-night{i}", logical_date=night(i), conn=conn)
+        manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/")
+                        if f"run=attr-night{i}/manifest" in k)
+        return summary, read_json_object(store, manifest, "regressions.json")
+
+    try:
+        run_night(0, 256, "base")
+        yield run_night
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _duet_records(regressions: dict) -> dict[str, dict]:
+    return {r["metric"]: r for r in regressions["records"] if r.get("kind") == "duet"}
+
+
+@pytest.mark.integration
+def test_a_slower_model_beside_an_unrelated_package_names_the_model(attribution_nights):
+    _, regressions = attribution_nights(1, 1024, "inert")
+    (group,) = regressions["duets"]
+    assert any("attr-mlp: model sha256" in c for c in group["changes"]), group["changes"]
+    assert any("se-inert (none) → 1.0" in c for c in group["changes"]), group["changes"]
+    print("the parts' duets:", json.dumps(group.get("attribution")))  # shown when the test fails
+    cpu = _duet_records(regressions)["server_cpu_us_per_request"]
+    assert cpu["verdict"] in REGRESSED and cpu["cause"] == "model", (cpu["verdict"], cpu.get("cause"))
+    parts = cpu["attribution"]["parts"]
+    (package,) = [name for name in parts if "se-inert" in name]
+    assert parts["model"]["effect"] == "effect" and parts[package]["effect"] == "no_effect", parts
+
+
+@pytest.mark.integration
+def test_a_slower_model_and_a_slow_package_are_several(attribution_nights):
+    _, regressions = attribution_nights(2, 1024, "agent")  # against night 0: night 1 regressed, nobody's reference
+    (group,) = regressions["duets"]
+    assert group["reference"]["run_id"] == "attr-night0"
+    print("the parts' duets:", json.dumps(group.get("attribution")))
+    cpu = _duet_records(regressions)["server_cpu_us_per_request"]
+    assert cpu["verdict"] in REGRESSED, cpu["reason"]
+    assert cpu["cause"].startswith("several: ") and "model" in cpu["cause"] and "se-cpu-agent" in cpu["cause"], cpu
 
 
 @pytest.mark.integration

@@ -24,7 +24,7 @@ def pairs_of(ratio: float, jitter: float, n: int, base: float = 1000.0) -> list[
     return out
 
 
-THRESHOLDS = DuetThresholds.for_stack("custom", "onnx")  # pass-through 0.5: a 5 % effect is 2.5 % in duet units
+THRESHOLDS = DuetThresholds.detector()  # the duet's own threshold: 2.5 % in duet units
 
 
 def by_metric(judged: list[dict]) -> dict[str, dict]:
@@ -55,7 +55,7 @@ def test_noisy_pairs_stay_undecided_and_the_noise_floor_widens_the_test():
     assert by_metric(judge_pairs(noisy, THRESHOLDS))["throughput_rps"]["verdict"] == "no_change"
     tight = pairs_of(0.95, 0.0005, 4)
     assert by_metric(judge_pairs(tight, THRESHOLDS))["throughput_rps"]["verdict"] == "regression"
-    floored = DuetThresholds.for_stack("custom", "onnx", aa_noise={"throughput_rps": 0.08})  # tonight's A/A: 8 %
+    floored = DuetThresholds.detector(aa_noise={"throughput_rps": 0.08})  # tonight's A/A: 8 %
     assert by_metric(judge_pairs(tight, floored))["throughput_rps"]["verdict"] == "no_change"
     assert floored.noise_floor["throughput_rps"] == 0.08 and floored.source["aa_noise"] == {"throughput_rps": 0.08}
 

@@ -1,4 +1,4 @@
-"""Running duets (tasks/regress/duets.py): a pair whose sides saw different host states is set aside."""
+"""Running duets (tasks/regress/sides.py): a pair whose sides saw different host states is set aside."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from tests.unit.regress.test_duet import pairs_of
 
 
 def test_a_pair_whose_sides_saw_different_host_states_is_set_aside():
-    from tasks.regress.duets import trusted_pairs
+    from tasks.regress.sides import trusted_pairs
 
     pairs = pairs_of(0.90, 0.005, 5)
     for pair in pairs:

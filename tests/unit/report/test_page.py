@@ -118,8 +118,9 @@ def test_change_section_shows_previous_run_changes_regressions_and_trend():
              "nights": [{"run_id": "r1", "logical_date": "2026-11-28T02:00:00", **night},
                         {"run_id": "r2", "logical_date": "2026-11-29T02:00:00", **night}]}
     regression = {"model": "mlp", "format": "onnx", "server": "triton", "load": 4.0, "metric": "throughput_rps",
-                  "kind": "duet", "unit": "req/s", "ratio": 0.84, "ratio_ci": [0.81, 0.87], "change_pct": -16.0,
-                  "min_effect_pct": 2.5, "duet": {"pairs": 3}, "verdict": "regression", "reference_run_id": "r1",
+                  "kind": "duet", "unit": "req/s", "duet_ratio": 0.84, "duet_ratio_ci": [0.81, 0.87],
+                  "change_pct": -9.5, "change_ci": [-12.0, -7.1], "size": {"rounds": 12}, "duet": {"pairs": 3},
+                  "verdict": "regression", "reference_run_id": "r1", "cause": "model",
                   "changes": ["triton: onnxruntime 1.31.0 → 1.32.0"]}
     unchanged = {"model": "mlp", "format": "onnx", "server": "custom", "load": 4.0, "kind": "inputs",
                  "metric": "inputs", "verdict": "no_change"}
@@ -128,7 +129,8 @@ def test_change_section_shows_previous_run_changes_regressions_and_trend():
                                                                    "duets": [{}]}))
     assert "Previous comparable run: <code>r1</code>" in page
     assert "1 of 2 cells changed beyond noise" in page and "class='worse'" in page
-    assert "Regressions, measured side by side (1)" in page and "×0.840" in page
+    assert "Regressions, measured side by side (1)" in page and "×0.840 (0.810–0.870)" in page
+    assert "-9.5 %" in page and "-12.0 to -7.1 %" in page and "<td class=l>model</td>" in page  # size alone, cause
     assert "triton: onnxruntime 1.31.0 → 1.32.0 (r1)" in page
     assert "1 cell(s) ran with the same inputs as their reference night" in page
     assert "throughput_rps 1.1 %" in page  # tonight's A/A duet: the noise floor

@@ -1,0 +1,128 @@
+"""Taking a change apart (tasks/regress/attribution.py) without servers: the parts two inputs records differ in, the
+hybrid runtime folders made of them, and the cause read off synthetic duets of each part."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.regress.attribution import (
+    attribute,
+    change_parts,
+    hybrid_inputs,
+    make_hybrid_folder,
+    mixed_requirements,
+    requirement_lines,
+)
+from tasks.regress.duet import DuetThresholds
+from tests.unit.regress.test_duet import pairs_of
+
+REFERENCE_REQUIREMENTS = "# the custom runtime\nonnxruntime==1.32.0\nfastapi==0.115.0  # the app\n"
+
+
+def inputs(model_sha: str = "a" * 64, packages: dict | None = None, files: str = "f" * 64,
+           serving: dict | None = None) -> dict:
+    return {"model": {"sha256": model_sha, "artifact": {"model": "mlp"}, "spec": {"name": "mlp"}},
+            "runtime": {"name": "custom", "launcher": "process", "files_sha256": files,
+                        "packages": packages or {"onnxruntime": "1.32.0", "fastapi": "0.115.0"}},
+            "server": {"version": "custom 1"}, "serving": serving or {"instances": 1}, "loadgen": {}}
+
+
+def runtime(tmp_path, name: str, requirements: str, app: str = "print('app')\n"):
+    folder = tmp_path / name / "custom"
+    folder.mkdir(parents=True)
+    (folder / "requirements.txt").write_text(requirements)
+    (folder / "app.py").write_text(app)
+    return folder
+
+
+def test_a_model_and_an_added_package_are_two_parts_and_each_hybrid_takes_one(tmp_path):
+    ref_folder = runtime(tmp_path, "ref", REFERENCE_REQUIREMENTS)
+    cur_folder = runtime(tmp_path, "cur", REFERENCE_REQUIREMENTS + "se-inert @ file:///wheels/se_inert-1.0.whl\n")
+    reference = inputs()
+    candidate = inputs("b" * 64, {"onnxruntime": "1.32.0", "fastapi": "0.115.0", "se-inert": "1.0"}, "e" * 64)
+    parts, notes = change_parts(reference, candidate, ref_folder, cur_folder)
+    # the runtime changed in one line only: its hybrid is tonight's runtime whole (no mixed venv to build)
+    assert [p.kind for p in parts] == ["model", "runtime"] and notes == []
+    model, package = parts
+    assert package.name == "custom: (none) → se-inert @ file:///wheels/se_inert-1.0.whl"
+    assert any("se-inert (none) → 1.0" in c for c in package.changes), package.changes
+    hybrid = hybrid_inputs(reference, candidate, model)
+    assert hybrid["model"]["sha256"] == "b" * 64 and hybrid["runtime"] == reference["runtime"]
+    hybrid = hybrid_inputs(reference, candidate, package)
+    assert hybrid["model"] == reference["model"] and hybrid["runtime"] == candidate["runtime"]
+
+
+def test_two_changed_lines_are_two_parts_each_hybrid_folder_with_one_of_them(tmp_path):
+    ref_folder = runtime(tmp_path, "ref", REFERENCE_REQUIREMENTS)
+    cur_text = REFERENCE_REQUIREMENTS.replace("1.32.0", "1.22.1") + "six==1.16.0\n"
+    cur_folder = runtime(tmp_path, "cur", cur_text)
+    candidate = inputs(packages={"onnxruntime": "1.22.1", "fastapi": "0.115.0", "six": "1.16.0"}, files="e" * 64)
+    parts, _ = change_parts(inputs(), candidate, ref_folder, cur_folder)
+    assert [(p.kind, p.package) for p in parts] == [("requirement", "onnxruntime"), ("requirement", "six")]
+    folder = make_hybrid_folder(parts[1], ref_folder, cur_folder, tmp_path / "hybrid")
+    assert requirement_lines((folder / "requirements.txt").read_text()) == {
+        "onnxruntime": "onnxruntime==1.32.0", "fastapi": "fastapi==0.115.0", "six": "six==1.16.0"}
+    hybrid = hybrid_inputs(inputs(), candidate, parts[1], folder)
+    assert hybrid["runtime"]["folder"] == str(folder) and hybrid["runtime"]["packages"]["onnxruntime"] == "1.32.0"
+
+
+def test_one_runtime_part_alone_is_the_runtime_whole_and_entry_scripts_are_a_part_of_their_own(tmp_path):
+    ref_folder = runtime(tmp_path, "ref", REFERENCE_REQUIREMENTS)
+    bumped = REFERENCE_REQUIREMENTS.replace("1.32.0", "1.22.1")
+    cur_folder = runtime(tmp_path, "cur", bumped)
+    candidate = inputs(packages={"onnxruntime": "1.22.1", "fastapi": "0.115.0", "numpy": "2.0"}, files="e" * 64)
+    parts, _ = change_parts(inputs(), candidate, ref_folder, cur_folder)
+    assert [p.kind for p in parts] == ["runtime"]  # nothing to take apart: the whole runtime is tonight's
+    edited = runtime(tmp_path, "edited", bumped, app="print('faster app')\n")
+    parts, notes = change_parts(inputs(), candidate, ref_folder, edited)
+    assert [p.kind for p in parts] == ["requirement", "runtime_files"]
+    assert parts[0].came_with == ("numpy",) and "numpy" in notes[0]  # came with the bump, not told apart
+    folder = make_hybrid_folder(parts[1], ref_folder, edited, tmp_path / "files-only")
+    assert (folder / "requirements.txt").read_text() == REFERENCE_REQUIREMENTS
+    assert (folder / "app.py").read_text() == "print('faster app')\n"
+
+
+def test_mixed_requirements_replace_add_and_remove_one_line():
+    lines = requirement_lines(REFERENCE_REQUIREMENTS)
+    assert lines == {"onnxruntime": "onnxruntime==1.32.0", "fastapi": "fastapi==0.115.0"}
+    parts, _ = change_parts(inputs(), inputs(serving={"instances": 2}))
+    assert [p.kind for p in parts] == ["serving"]
+
+    class Line:
+        kind, package = "requirement", "onnxruntime"
+
+    Line.line = "onnxruntime==1.22.1"
+    assert "onnxruntime==1.22.1" in mixed_requirements(REFERENCE_REQUIREMENTS, Line)
+    Line.line = None
+    assert "onnxruntime" not in mixed_requirements(REFERENCE_REQUIREMENTS, Line)
+    Line.package, Line.line = "six", "six==1.16.0"
+    assert mixed_requirements(REFERENCE_REQUIREMENTS, Line).endswith("six==1.16.0\n")
+
+
+THRESHOLDS = DuetThresholds.detector()
+
+
+@pytest.mark.parametrize(("model", "package", "cause"), [
+    (0.70, 1.00, "model"),  # the slower model alone; the package has no effect
+    (0.80, 0.85, "several: model, package"),  # both slow it down
+    (1.00, 1.00, "interaction"),  # neither alone: only together
+])
+def test_the_cause_is_the_part_whose_own_duet_shows_the_change(model, package, cause):
+    whole = pairs_of(model * package if cause != "interaction" else 0.7, 0.005, 5)
+    judged = attribute(whole, {"model": pairs_of(model, 0.005, 5), "package": pairs_of(package, 0.005, 5)},
+                       THRESHOLDS, tests=4)
+    throughput = judged["metrics"]["throughput_rps"]
+    assert throughput["cause"].startswith(cause), throughput
+    if cause == "model":
+        assert throughput["parts"]["package"]["effect"] == "no_effect"
+        assert judged["metrics"]["server_cpu_us_per_request"]["parts"]["package"]["effect"] == "no_effect"
+    assert throughput["additive"]["holds"] is (cause != "interaction")
+
+
+def test_a_part_whose_hybrid_could_not_be_served_is_unconfirmed_with_the_reason():
+    judged = attribute(pairs_of(0.8, 0.005, 5), {"model": pairs_of(1.0, 0.005, 5),
+                                                   "custom: x": "pip could not resolve the mixed pins"},
+                       THRESHOLDS, tests=4)
+    found = judged["metrics"]["throughput_rps"]
+    assert found["parts"]["custom: x"] == {"effect": "unconfirmed", "reason": "pip could not resolve the mixed pins"}
+    assert found["cause"].startswith("unconfirmed: custom: x (pip could not")
