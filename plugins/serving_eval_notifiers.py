@@ -1,7 +1,7 @@
 """The night's message sent through Airflow's own notifier classes: one small sender per kind of connection, chosen by
 the connection's type (Param `notify` names the connections; docs/notifications.md#connections).
 
-    smtp          SmtpNotifier (apache-airflow-providers-smtp): e-mail, the HTML with its text; the recipients in
+    smtp          SmtpNotifier (apache-airflow-providers-smtp): e-mail, the message's HTML; the recipients in
                   the connection's extra `to` (a list or comma-separated), the sender in `from_email`
     slackwebhook  SlackWebhookNotifier (apache-airflow-providers-slack): the text to an incoming webhook
     apprise       AppriseNotifier (apache-airflow-providers-apprise): the title and text to Apprise's services

@@ -63,7 +63,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     runs = run_summaries(store, args.limit or None)
     records = latest_records(store)
     if args.json:
-        print(json.dumps(runs if not records else {"runs": runs, "records": records}, indent=2))
+        print(json.dumps(records if args.records else runs, indent=2))
         return 0
     if not runs:
         print(f"no published run in {store.describe()}")
@@ -174,11 +174,16 @@ def cmd_exclude(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_exclusions(args: argparse.Namespace) -> int:
-    for e in list_exclusions(open_store(args)):
-        print(f"{e['id']}  {e['run_id']}  {','.join(e['cells']) if e['cells'] else '(whole run)'}  "
+def print_annotations(annotations: list[dict], whole: str) -> int:
+    """One line per exclusion or acceptance: id, run, its cells (or `whole`), when, who, why."""
+    for e in annotations:
+        print(f"{e['id']}  {e['run_id']}  {','.join(e['cells']) if e['cells'] else whole}  "
               f"{e['created_at'][:16]} {e['created_by']}: {e['reason']}")
     return 0
+
+
+def cmd_exclusions(args: argparse.Namespace) -> int:
+    return print_annotations(list_exclusions(open_store(args)), "(whole run)")
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
@@ -190,10 +195,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 
 def cmd_acceptances(args: argparse.Namespace) -> int:
-    for a in list_acceptances(open_store(args)):
-        print(f"{a['id']}  {a['run_id']}  {','.join(a['cells']) if a['cells'] else '(every cell)'}  "
-              f"{a['created_at'][:16]} {a['created_by']}: {a['reason']}")
-    return 0
+    return print_annotations(list_acceptances(open_store(args)), "(every cell)")
 
 
 def cmd_watchdog(args: argparse.Namespace) -> int:
@@ -239,6 +241,8 @@ def add_commands(sub) -> None:
     runs = sub.add_parser("runs", help="the published runs with status, suite and regression count")
     runs.add_argument("--limit", type=int, default=0, help="only the newest N")
     runs.add_argument("--json", action="store_true")
+    runs.add_argument("--records", action="store_true",
+                      help="with --json: each suite's stacks' record over the nights instead of the runs")
     report = sub.add_parser("report", help="rebuild a run's report.html from the store")
     report.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run=<id> (or the old run_id=<id>)")
     report.add_argument("--out", help="where to write the page (default report-<run id>.html)")
