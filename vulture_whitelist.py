@@ -33,6 +33,7 @@ _.do_PUT
 _.do_HEAD
 _.do_DELETE
 _.log_message  # BaseHTTPRequestHandler: overridden to keep test servers quiet
+_.handle_DATA  # aiosmtpd: a handler's hook for each message (tests/integration/test_notifications.py)
 _.protocol_version  # BaseHTTPRequestHandler: HTTP/1.1 keep-alive
 _.daemon_threads  # socketserver.ThreadingMixIn
 _.redirect_request  # urllib.request.HTTPRedirectHandler

@@ -31,6 +31,7 @@ from tasks.plan.config import (
     MAX_DUET_PAIRS,
     MAX_QUIET_WAIT_S,
     MAX_READY_TIMEOUT_S,
+    MAX_RECORD_NIGHTS,
     MAX_SIZE_BUDGET_S,
     MAX_SIZE_ROUNDS,
     PROTOCOLS,
@@ -232,6 +233,23 @@ def _connection(conn_id: str):
                              description="the sessions are spread over these (longest first, to the least loaded); "
                                          "empty: every host of the deployment (SERVING_EVAL_HOSTS)",
                              section="Where to measure"),
+        "notify": suite_param("array", uniqueItems=True, items={"type": "string", "minLength": 1},
+                              title="Notifiers (Airflow connection ids)",
+                              description="after publishing, one message per run to each: smtp (recipients in the "
+                                          "extra's `to`), slackwebhook or apprise connections; sent when the night "
+                                          "has a new finding (a regression or improvement, a failed, contended or "
+                                          "missing cell, failed validation)", section="Notify"),
+        "notify_quiet": suite_param("boolean", title="Also send a short message on a night without a new finding",
+                                    section="Notify"),
+        "ui_base_url": suite_param("string", pattern="^https?://", title="Airflow UI's address (the report's link)",
+                                   description="e.g. http://127.0.0.1:8080: the message links the report in the "
+                                               "reports page there; empty: the report's s3:// address",
+                                   section="Notify"),
+        "record_nights": suite_param("integer", minimum=1, maximum=MAX_RECORD_NIGHTS,
+                                     title="Nights in each stack's record",
+                                     description="the report's and the reports page's share of each stack's planned "
+                                                 "cells that were ok, over this many published nights of the suite",
+                                     section="Notify"),
         "control_cell": suite_param("string", pattern="^([^/]+/[^/]+/[^/]+|none)$",
                                     title="Control cell (model/format/server), measured every night",
                                     description="tells 'the host got slower' from 'this stack got slower' "
@@ -248,12 +266,15 @@ def nightly_serving_eval():
     @task
     def plan(params=None, run_id=None, dag_run=None) -> dict:
         """Check every input (bad input fails here alone, naming the model and field) and expand the plan."""
+        from serving_eval_notifiers import notifier_senders  # plugins/: Airflow's notifier classes
+
         from tasks.pipeline import start_run
         from tasks.plan.config import RunConfig
 
         logical = (dag_run.logical_date or dag_run.run_after).isoformat()
-        conn_id = RunConfig.from_params(dict(params)).aws_conn_id  # an empty Param: the suite's value or the default
-        return start_run(dict(params), run_id=run_id, logical_date=logical, conn=_connection(conn_id))
+        config = RunConfig.from_params(dict(params))  # an empty Param: the suite's value or the default
+        notifier_senders(config.notify)  # an unknown connection or kind is refused here, before any work
+        return start_run(dict(params), run_id=run_id, logical_date=logical, conn=_connection(config.aws_conn_id))
 
     @task
     def conversions(started: dict) -> list[dict]:
@@ -318,6 +339,17 @@ def nightly_serving_eval():
         return summary
 
     @task
+    def notify(started: dict, summary: dict) -> dict:
+        """The night's message to Param notify's notifiers; a failing one is recorded, never fails the run."""
+        from serving_eval_notifiers import notifier_senders  # plugins/: Airflow's notifier classes
+
+        from tasks.pipeline import notify_step
+
+        config = started["config"]
+        senders = notifier_senders(config["notify"], strict=False)  # a connection gone since the plan: recorded
+        return notify_step(started, summary, _connection(config["aws_conn_id"]), senders)
+
+    @task
     def check(summary: dict) -> dict:
         from tasks.pipeline import check_outcome
 
@@ -347,6 +379,7 @@ def nightly_serving_eval():
     summary >> sweep_run_leftovers()() << list(before.values())  # the run's work folder on a default-queue worker
     for h, setup_task in before.items():
         summary >> sweep_run_leftovers(h, **on_host[h])(h) << setup_task
+    notify(started, summary)
     check(summary)
 
 

@@ -1,5 +1,6 @@
-"""The reports page inside Airflow's UI: the published runs (status, suite, regression count) and each run's
-`report.html`, read from the result store through the runs' manifests (nothing half-written is shown).
+"""The reports page inside Airflow's UI: the published runs (status, suite, regression count), each suite's stacks'
+record over the nights (the newest run's record.json) and each run's `report.html`, read from the result store
+through the runs' manifests (nothing half-written is shown).
 
 Where: *Browse → Serving eval reports* in the UI's navigation, shown in the UI's own frame at
 `/plugin/serving-eval`; the pages themselves are served by this plugin's FastAPI app under `/serving-eval/`, a
@@ -35,7 +36,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tasks.core.errors import StoreError
-from tasks.report.run_index import ReportNotFound, list_runs, read_report, render_run_list
+from tasks.report.run_index import ReportNotFound, latest_records, list_runs, read_report, render_run_list
 from tasks.store.s3 import ConnectionFields, S3Store
 
 URL_PREFIX = "/serving-eval"
@@ -107,7 +108,7 @@ def create_app(store_factory: Callable[[], S3Store] = default_store, access: lis
     @app.get("/", response_class=HTMLResponse)
     def runs() -> HTMLResponse:
         with store() as where:
-            page = render_run_list(list_runs(where), f"s3://{where.bucket}/{where.prefix}")
+            page = render_run_list(list_runs(where), f"s3://{where.bucket}/{where.prefix}", latest_records(where))
         return HTMLResponse(page, headers=PAGE_HEADERS)
 
     @app.get("/runs/{dt}/{run}/report.html", response_class=HTMLResponse)

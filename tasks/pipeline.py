@@ -2,7 +2,9 @@
 
     start_run -> convert_step (per conversion) -> measure_session (per server session, one at a time)
     -> collect_results -> validate_step -> regress_step -> duet_step (changed cells beside their reference, per
-    host) -> publish_step -> check_outcome
+    host) -> publish_step -> notify_step (beside check_outcome) -> check_outcome
+
+`watch_step` is the watchdog's (dags/serving_eval_watchdog.py): a night that never published.
 
 Inputs and outputs are JSON-ready dicts, so they travel through XCom unchanged. The plan step resolves the run's
 configuration once (suite values included) and writes it, with the sessions and their cells, into `started`; every
@@ -33,11 +35,25 @@ from tasks.plan.hosts import check_worker_host, is_distributed, sessions_of
 from tasks.regress.check import judge_run
 from tasks.regress.duets import REFERENCES_FILE, merge_duets, references_json, run_duets
 from tasks.regress.references import row_inputs
+from tasks.report.findings import is_news, mark_announced, night_findings
+from tasks.report.message import night_message, report_link, watchdog_message
+from tasks.report.notify import (
+    Sender,
+    deliver,
+    notifications_record,
+    read_announced,
+    run_notifications_key,
+    write_notifications,
+)
 from tasks.report.page import PublishedRun, render_report
-from tasks.report.trend import build_trend
+from tasks.report.record import RecordNight, build_record
+from tasks.report.trend import build_trend, run_suite
+from tasks.report.watchdog import check_latest
 from tasks.runtimes import interrupts
 from tasks.runtimes.venvs import files_sha256
 from tasks.serve.launchers import LAUNCHERS
+from tasks.store.history import read_results
+from tasks.store.layout import watchdog_key
 from tasks.store.migrate import migrate_layout
 from tasks.store.publish import publish_run
 from tasks.store.runtimes import publish_runtime
@@ -293,6 +309,9 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     identity = {"run_id": run["run_id"], "logical_date": run["logical_date"], "status": status,
                 "provenance": provenance}
     files["trend.json"] = _json(build_trend(store, rows=frame_records(frame), **identity))
+    tonight = RecordNight(run["run_id"], run["logical_date"], status, started["sessions"], frame_records(frame),
+                          regressions["records"])
+    files["record.json"] = _json(build_record(store, tonight, config.suite, host, config.record_nights))
     # The report is rendered from the published bytes alone, as `rebuild_report` does from the store.
     files["report.html"] = render_report(PublishedRun.from_files(files, identity)).encode()
     for log in sorted((Path(run["run_dir"]) / "logs").glob("*.log")):
@@ -428,3 +447,66 @@ def run_pipeline(params: dict, *, run_id: str, logical_date: str, conn: Connecti
     finally:
         sweep_leftovers(run_id)
         cleanup_run_dir(run_id)
+
+
+def notify_step(started: dict, summary: dict, conn: ConnectionFields, senders: list[Sender], log=print) -> dict:
+    """After publishing: the night's findings read back from its published objects, sent to every notifier when one
+    is new (or always, with Param notify_quiet), and recorded in the run's own notifications.json. Never raises: a
+    notifier that fails is logged and recorded, and the run stays as published (docs/notifications.md)."""
+    try:
+        return _notify(run_plan(started).config, summary, conn, senders, log)
+    except Exception as exc:  # noqa: BLE001 - notifying never fails the run: logged, returned
+        log(f"notify: the night's message could not be decided or recorded: {type(exc).__name__}: {exc}")
+        return {"decision": "error", "error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+
+def _notify(config: RunConfig, summary: dict, conn: ConnectionFields, senders: list[Sender], log) -> dict:
+    store = result_store(config, conn)
+    manifest = store.get_json(f"{summary['prefix']}/manifest.json")
+    names = {o["name"]: o["key"] for o in manifest["objects"]}
+    rows = frame_records(read_results(store, manifest))
+    objects = {n: store.get_json(names[n]) if n in names else {} for n in ("regressions.json", "validation.json")}
+    announced = read_announced(store, manifest["logical_date"], manifest["run_id"])
+    findings = mark_announced(night_findings(rows, objects["regressions.json"], objects["validation.json"]), announced)
+    run = {"run_id": manifest["run_id"], "logical_date": manifest["logical_date"], "status": manifest["status"],
+           "suite": run_suite(manifest.get("provenance") or {}, rows)}
+    message = night_message(run, findings, report_link(config.ui_base_url, config.s3_bucket, config.s3_prefix,
+                                                       manifest["prefix"]))
+    key = run_notifications_key(store, run)
+    earlier = store.get_json(key) if store.exists(key) else {}  # a retry of the task: who already got it
+    done = [d for d in earlier.get("deliveries") or [] if d.get("delivered")]
+    pending = [s for s in senders if s.conn_id not in {d["conn_id"] for d in done}]
+    if not senders:
+        decision, deliveries = "not sent: Param notify names no notifier", []
+    elif not is_news(findings) and not config.notify_quiet:
+        decision, deliveries = "not sent: no new finding (Param notify_quiet sends one anyway)", []
+    else:
+        decision = "sent: new findings" if is_news(findings) else "sent: no new finding (notify_quiet)"
+        deliveries = done + deliver(message, pending, log)
+    log(f"notify: {decision}; {len(findings)} findings, {sum(f.new for f in findings)} new")
+    write_notifications(store, key, notifications_record(run, findings, message, deliveries, decision))
+    return {"decision": decision, "findings": len(findings), "new": sum(f.new for f in findings),
+            "deliveries": deliveries, "notifications": f"s3://{config.s3_bucket}/{key}"}
+
+
+def watch_step(store: S3Store, senders: list[Sender], watch: dict, now: datetime | None = None, log=print) -> dict:
+    """The watchdog: when latest.json is older than `watch["max_age_h"]` (a night due every `watch["period_h"]`), the
+    missing night's message to every notifier, once per missing night (notifications/watchdog/dt=<night>/)."""
+    stale = check_latest(store, now or datetime.now(UTC), watch["max_age_h"], watch["period_h"])
+    if stale is None:
+        log(f"watchdog: latest.json of {store.describe()} is recent enough")
+        return {"stale": False}
+    key = watchdog_key(store, stale["night"])
+    if store.exists(key) and store.get_json(key).get("delivered"):
+        log(f"watchdog: the night due {stale['night']} is missing, already announced")
+        return {"stale": True, "night": stale["night"], "decision": "already announced"}
+    ui = watch.get("ui_base_url")
+    message = watchdog_message({**stale, "link": f"{ui.rstrip('/')}/serving-eval/" if ui else None})
+    log(f"watchdog: {message.subject}")
+    deliveries = deliver(message, senders, log)
+    record = {"schema_version": "1", "kind": "watchdog", "night": stale["night"], "age_h": stale["age_h"],
+              "max_age_h": stale["max_age_h"], "latest": stale["latest"], "subject": message.subject,
+              "text": message.text, "deliveries": deliveries, "delivered": any(d["delivered"] for d in deliveries),
+              "decision": "sent" if senders else "not sent: Param notify names no notifier"}
+    write_notifications(store, key, record)
+    return {"stale": True, "night": stale["night"], "decision": record["decision"], "deliveries": deliveries}

@@ -3,7 +3,7 @@
     main.py     the parser, exit codes, Ctrl-C and SIGTERM
     runs.py     run, plan
     local.py    demo, airflow
-    store.py    runs, report, compare, hosts, exclude, exclusions, include, migrate
+    store.py    runs, report, compare, hosts, exclude, exclusions, include, accept, acceptances, watchdog, migrate
     contract.py reference (docs/results-reference.md from the results contract)
     doctor.py   doctor (is this host fit to measure on: the pre-flight check)
     images.py   images build|prune|compose-env

@@ -3,8 +3,8 @@ set-up of runtimes, images, the Docker engine and a deployment. Each group of co
 
     python -m tasks.cli run | plan                   runs.py    the pipeline in this process; its plan, checked
     python -m tasks.cli demo | airflow               local.py   `airflow dags test` on an embedded S3; the UI
-    python -m tasks.cli runs | report | compare | hosts | exclude | exclusions | include | migrate
-                                                     store.py   read (annotate, move) the published runs
+    python -m tasks.cli runs | report | compare | hosts | exclude | exclusions | include | accept | acceptances
+                        | watchdog | migrate         store.py   read (annotate, move, watch) the published runs
     python -m tasks.cli reference                    contract.py  the results' data dictionary, from the contract
     python -m tasks.cli doctor                       doctor.py  is this host fit to measure on (the pre-flight check)
     python -m tasks.cli images build|prune|compose-env   images.py  container images
@@ -14,10 +14,11 @@ set-up of runtimes, images, the Docker engine and a deployment. Each group of co
 Exit codes of run/demo: 0 the run published and fully ok; 1 published but not fully ok (failed cells, failed
 validation, nothing measured, or a failing `check`); 2 refused before any work (bad input, store unreachable);
 130 interrupted (Ctrl-C or SIGTERM: every process the command started is stopped first).
-Exit codes of plan/runs/report/compare/migrate/reference/doctor: 0 ok; 1 `compare` found B worse than A beyond noise (or
-an ok cell of A failed in B), `report --check` found the rebuilt page differs from the published one, `migrate`
-left a folder in the old layout, `reference --check` found the page differs from the contract, or `doctor` found
-a hard limit this host fails (a run would be refused); 2 bad input (a field, a run id).
+Exit codes of plan/runs/report/compare/migrate/reference/doctor/watchdog: 0 ok; 1 `compare` found B worse than A beyond
+noise (or an ok cell of A failed in B), `watchdog` found latest.json older than allowed, `report --check` found the
+rebuilt page differs from the published one, `migrate` left a folder in the old layout, `reference --check` found the
+page differs from the contract, or `doctor` found a hard limit this host fails (a run would be refused); 2 bad
+input (a field, a run id).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ exclusions that keep a night out of the baselines, and the move of old-layout ru
     python -m tasks.cli hosts RUN --window-h 4                  # measuring hosts a nightly matrix needs
     python -m tasks.cli exclude RUN_ID [--cell CELL_ID ...] --reason TEXT   # keep a run out of baselines
     python -m tasks.cli exclusions | include EXCLUSION_ID
+    python -m tasks.cli accept RUN_ID [--cell CELL_ID ...] --reason TEXT    # a regressed night's level accepted
+    python -m tasks.cli acceptances
+    python -m tasks.cli watchdog --max-age-h 30                 # exit 1 when latest.json is older (from outside)
     python -m tasks.cli migrate [--dry-run]                     # move runs of the old folder layout to the new one
 
 Every one of them names the store the same way: `--bucket`, `--prefix` and `--conn-id` (the run's defaults).
@@ -24,10 +27,13 @@ from tasks.core.metrics import METRICS
 from tasks.core.results import frame_records
 from tasks.plan.capacity import cell_durations, hosts_needed, run_matrix
 from tasks.plan.config import RunConfig
-from tasks.regress.annotations import add_exclusion, list_exclusions, remove_exclusion
+from tasks.regress.annotations import add_acceptance, add_exclusion, list_acceptances, list_exclusions, remove_exclusion
 from tasks.regress.compare import compare_rows
 from tasks.report.page import rebuild_report
+from tasks.report.record import record_rows
+from tasks.report.run_index import latest_records
 from tasks.report.trend import differences
+from tasks.report.watchdog import check_latest
 from tasks.store.history import find_run, read_results, run_summaries
 from tasks.store.layout import safe_run_id
 from tasks.store.migrate import LEFT, migrate_layout
@@ -55,8 +61,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     """The published runs, oldest first: date, run id, status, suite, regression count."""
     store = open_store(args)
     runs = run_summaries(store, args.limit or None)
+    records = latest_records(store)
     if args.json:
-        print(json.dumps(runs, indent=2))
+        print(json.dumps(records if args.records else runs, indent=2))
         return 0
     if not runs:
         print(f"no published run in {store.describe()}")
@@ -64,7 +71,24 @@ def cmd_runs(args: argparse.Namespace) -> int:
     print(table([[r["dt"], r["run_id"], r["status"], r["suite"] or "-",
                   "-" if r["regressions"] is None else str(r["regressions"]), (r["git_sha"] or "-")[:10]]
                  for r in runs], ["dt", "run_id", "status", "suite", "regressions", "git"]))
+    for record in records:
+        print_record(record)
     return 0
+
+
+def print_record(record: dict) -> None:
+    """Each stack's record over the nights, as the report shows it, and every reason a cell was not ok."""
+    nights = record.get("nights") or []
+    print(f"\neach stack's record over the last {len(nights)} nights of suite {record.get('suite') or '-'} "
+          f"(as of {record.get('run_id')}): cells ok of ok, failed and missing; contended apart, skipped not counted")
+    rows = record_rows(record)
+    print(table([[r["model"], r["stack"], r["share"], str(r["failed"]), str(r["missing"]), str(r["contended"]),
+                  str(r["skipped"])] for r in rows],
+                ["model", "stack", "cells ok", "failed", "missing", "contended", "skipped"]))
+    for row in rows:
+        for f in row["failures"] + row["contended_cells"]:
+            print(f"  {row['model']} {row['stack']} {f['logical_date'][:10]} {f['cell_id']}: {f['status']}: "
+                  f"{f['reason'][:300]}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -150,11 +174,43 @@ def cmd_exclude(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_exclusions(args: argparse.Namespace) -> int:
-    for e in list_exclusions(open_store(args)):
-        print(f"{e['id']}  {e['run_id']}  {','.join(e['cells']) if e['cells'] else '(whole run)'}  "
+def print_annotations(annotations: list[dict], whole: str) -> int:
+    """One line per exclusion or acceptance: id, run, its cells (or `whole`), when, who, why."""
+    for e in annotations:
+        print(f"{e['id']}  {e['run_id']}  {','.join(e['cells']) if e['cells'] else whole}  "
               f"{e['created_at'][:16]} {e['created_by']}: {e['reason']}")
     return 0
+
+
+def cmd_exclusions(args: argparse.Namespace) -> int:
+    return print_annotations(list_exclusions(open_store(args)), "(whole run)")
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    acceptance = add_acceptance(open_store(args), args.run, args.cell, args.reason)
+    what = f"cells {acceptance['cells']}" if acceptance["cells"] else "every cell"
+    print(f"accepted the level of run {acceptance['run_id']} for {what} (acceptance {acceptance['id']}): it is their "
+          f"reference from now on, and a regression judged on it is no longer open: {acceptance['reason']}")
+    return 0
+
+
+def cmd_acceptances(args: argparse.Namespace) -> int:
+    return print_annotations(list_acceptances(open_store(args)), "(every cell)")
+
+
+def cmd_watchdog(args: argparse.Namespace) -> int:
+    """Exit 1 when the store's latest.json is older than --max-age-h: a check to run from outside Airflow (cron, a
+    monitoring system), which also sees a night missed because Airflow itself was down."""
+    from datetime import UTC, datetime
+
+    stale = check_latest(open_store(args), datetime.now(UTC), args.max_age_h, args.period_h)
+    if stale is None:
+        print(f"ok: latest.json is at most {args.max_age_h:g} h old")
+        return 0
+    latest = stale["latest"] or {}
+    print(f"missing: no run published for the night due {stale['night']}; newest {latest.get('run_id') or 'none'} "
+          f"({latest.get('logical_date') or 'never'}), {stale['age_h']:.1f} h ago (at most {args.max_age_h:g} h)")
+    return 1
 
 
 def cmd_include(args: argparse.Namespace) -> int:
@@ -181,10 +237,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def add_commands(sub) -> None:
     """The subcommands that read (or annotate, or move) the store: runs, report, compare, hosts, exclude,
-    exclusions, include, migrate."""
+    exclusions, include, accept, acceptances, watchdog, migrate."""
     runs = sub.add_parser("runs", help="the published runs with status, suite and regression count")
     runs.add_argument("--limit", type=int, default=0, help="only the newest N")
     runs.add_argument("--json", action="store_true")
+    runs.add_argument("--records", action="store_true",
+                      help="with --json: each suite's stacks' record over the nights instead of the runs")
     report = sub.add_parser("report", help="rebuild a run's report.html from the store")
     report.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run=<id> (or the old run_id=<id>)")
     report.add_argument("--out", help="where to write the page (default report-<run id>.html)")
@@ -207,11 +265,20 @@ def add_commands(sub) -> None:
     exclusions = sub.add_parser("exclusions", help="list the exclusions in the store")
     include = sub.add_parser("include", help="remove an exclusion (by its id)")
     include.add_argument("exclusion_id")
+    accept = sub.add_parser("accept", help="accept a regressed night's level for its cells: their new reference")
+    accept.add_argument("run", help="the run id")
+    accept.add_argument("--cell", action="append", help="a cell id (`tasks.cli plan` lists them); repeat; default all")
+    accept.add_argument("--reason", required=True, help="why the new level is the stack's")
+    acceptances = sub.add_parser("acceptances", help="list the acceptances in the store")
+    watchdog = sub.add_parser("watchdog", help="exit 1 when latest.json is older than the schedule allows")
+    watchdog.add_argument("--max-age-h", type=float, default=30.0, help="the oldest latest.json allowed (default 30)")
+    watchdog.add_argument("--period-h", type=float, default=24.0, help="a night is due every (default 24)")
     migrate = sub.add_parser("migrate", help="move runs published in the old folder layout (run_id=, before schema "
                                              "1.4) to the new one (run=)")
     migrate.add_argument("--dry-run", action="store_true", help="only say what would be moved or deleted")
     for parser, func in ((runs, cmd_runs), (report, cmd_report), (compare, cmd_compare), (hosts, cmd_hosts),
                          (exclude, cmd_exclude), (exclusions, cmd_exclusions), (include, cmd_include),
+                         (accept, cmd_accept), (acceptances, cmd_acceptances), (watchdog, cmd_watchdog),
                          (migrate, cmd_migrate)):
         add_store_options(parser)
         parser.set_defaults(func=func)

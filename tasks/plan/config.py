@@ -41,6 +41,7 @@ MAX_DUET_PAIRS = 40
 MAX_SIZE_ROUNDS = 40
 MAX_SIZE_BUDGET_S = 7200.0
 MAX_QUIET_WAIT_S = 600.0  # the longest a contended point waits for the host to quiet before its re-measurement
+MAX_RECORD_NIGHTS = 120  # the most nights a stack's record counts (the regression check reads as many)
 
 
 def param_names() -> list[str]:
@@ -141,6 +142,10 @@ class RunConfig:
     overload: bool = False  # after capacity is known, bursts at 1.5x and 3x it and the recovery (loadgen/overload.py)
     price_per_core_hour: float | None = None  # a CPU core-hour's price (tasks/core/cost.py); None: no money shown
     price_per_gpu_hour: float | None = None  # a GPU-hour's price; None: no money shown for GPU rows
+    notify: tuple[str, ...] = ()  # Airflow connection ids of notifiers (smtp, slackwebhook, apprise): the message
+    notify_quiet: bool = False  # also send a short message on a night without a new finding ("all well")
+    ui_base_url: str | None = None  # the Airflow UI's address, for the report's link in the reports page
+    record_nights: int = 14  # nights in each stack's record (tasks/report/record.py), tonight included
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RunConfig:
@@ -162,7 +167,8 @@ class RunConfig:
         values = {k: v for k, v in values.items() if v is not None}
         if str(values.get("control_cell", "")).lower() in ("none", "off"):
             values["control_cell"] = None  # "none" turns the control off (a null means "the suite's, or default")
-        for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates", "hosts", "protocols"):
+        for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates", "hosts", "protocols",
+                     "notify"):
             if name in values:
                 if isinstance(values[name], (str, int, float)):
                     values[name] = [values[name]]
@@ -275,6 +281,26 @@ class RunConfig:
         if not isinstance(self.overload, bool):
             raise ConfigError("overload", self.overload, "must be true or false")
         self.prices()  # a price that is not a number >= 0 is refused here, naming its Param
+        self.check_notify()
+
+    def check_notify(self) -> None:
+        """The notification Params' shapes (whether each connection exists and is of a kind that sends is checked by
+        the DAG's plan step, which can look connections up: plugins/serving_eval_notifiers.py)."""
+        for conn_id in self.notify:
+            if not (isinstance(conn_id, str) and conn_id.strip()):
+                raise ConfigError("notify", conn_id, "each must be the id of an Airflow connection (a notifier)")
+        if len(set(self.notify)) != len(self.notify):
+            raise ConfigError("notify", list(self.notify), "must name each connection once")
+        if not isinstance(self.notify_quiet, bool):
+            raise ConfigError("notify_quiet", self.notify_quiet, "must be true or false")
+        url = self.ui_base_url
+        if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+            raise ConfigError("ui_base_url", url, "must be the Airflow UI's address, http:// or https:// "
+                                                  "(e.g. http://127.0.0.1:8080), or null")
+        if isinstance(self.record_nights, bool) or not (
+                isinstance(self.record_nights, int) and 1 <= self.record_nights <= MAX_RECORD_NIGHTS):
+            raise ConfigError("record_nights", self.record_nights,
+                              f"must be an integer from 1 to {MAX_RECORD_NIGHTS} (nights, tonight included)")
 
     def prices(self) -> Prices:
         """The prices the run's cost columns are read at (tasks/core/cost.py); checked."""

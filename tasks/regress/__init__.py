@@ -11,7 +11,8 @@
     detect.py       history detection per cell key, host and metric (the environment, on the control cell)
     noise.py        how much a metric moves from night to night when nothing changed
     compare.py      whether a difference is beyond the noise; two runs side by side
-    annotations.py  runs (or cells) excluded from baselines, with a reason
+    annotations.py  runs (or cells) excluded from baselines, or a regressed night's level accepted, with a reason
+    missing.py      each planned cell's outcome on a night; cells ok on the previous night and gone tonight
 """
 
 from tasks.core.faces import lazy_exports

@@ -23,7 +23,7 @@ from tasks.core.metrics import METRICS
 from tasks.core.results import CELL_KEY, SCHEMA_VERSION, cell_key, row_protocol
 from tasks.plan.cells import Plan
 from tasks.plan.control import control_cell, control_row, control_summary, is_control_match
-from tasks.regress.annotations import apply_exclusions, list_exclusions
+from tasks.regress.annotations import apply_exclusions, list_acceptances, list_exclusions
 from tasks.regress.detect import (
     ALPHA_NIGHT,
     BASELINE_MAX_NIGHTS,
@@ -37,13 +37,14 @@ from tasks.regress.detect import (
 )
 from tasks.regress.duet import ALPHA_DUET, DUET_METRICS, DUET_THRESHOLD, NOISE_FLOOR
 from tasks.regress.duets import count_verdicts, plan_aa, plan_duets
+from tasks.regress.missing import MISSING, missing_records, night_of, previous_night
 from tasks.regress.references import Reference, find_references
 from tasks.regress.size import SCOPE, SIZE_CONFIDENCE_PCT, SIZE_METRICS
 from tasks.store.history import list_manifests, read_parity_history, read_regression_records, read_runs
 from tasks.store.s3 import S3Store
 
 HISTORY_MAX_RUNS = 120  # the newest runs before tonight that are read (a reference is the newest accepted night)
-KINDS = ("inputs", "duet", "environment", "parity")
+KINDS = ("inputs", "duet", "environment", "parity", "missing")
 
 
 def method_summary() -> dict:
@@ -124,17 +125,28 @@ def judge_run(store: S3Store, run: dict, rows: list[dict], parity_now: list[dict
     history_rows, applied = apply_exclusions(history_rows, exclusions)
     earlier = read_regression_records(store, manifests)
     control = control_cell(config)
-    references = find_references([r for r in rows if r.get("role") != "control"], history_rows, earlier)
+    references = find_references([r for r in rows if r.get("role") != "control"], history_rows, earlier,
+                                 list_acceptances(store))
     records = stack_records(references)
     records += environment_records(rows, history_rows, earlier, control)
     whole_runs = {e["run_id"] for e in exclusions if e["cells"] is None}
     parity_history = [p for p in read_parity_history(store, manifests=manifests) if p["run_id"] not in whole_runs]
     for record in detect_parity_regressions(parity_now, parity_history, run["host"]):
         records.append({**record, "kind": "parity"})
+    records += missing_cells(store, manifests, run, rows, plan)
     return {
         "schema_version": SCHEMA_VERSION, "history_runs": len(manifests), "history_before": run["logical_date"],
         "exclusions": applied, "method": method_summary(),
         "control": control_summary(config.control_cell, control, control_row(rows, control), records),
         "aa": plan_aa(rows, plan), "duets": plan_duets(references, plan),
-        **count_verdicts(records), "records": records,
+        **count_verdicts(records), "missing": sum(r.get("verdict") == MISSING for r in records), "records": records,
     }
+
+
+def missing_cells(store: S3Store, manifests: list[dict], run: dict, rows: list[dict], plan: Plan) -> list[dict]:
+    """The cells `ok` on the previous night of the suite on this host and gone tonight (tasks/regress/missing.py)."""
+    config = plan.config.to_dict()
+    previous = previous_night(store, manifests, config.get("suite"), run["host"])
+    tonight = night_of({"run_id": run["run_id"], "logical_date": run["logical_date"]},
+                       {"config": config, "sessions": [s.to_dict() for s in plan.sessions]}, rows, [])
+    return missing_records(tonight, previous)

@@ -1,7 +1,8 @@
 """Each cell's reference: the inputs of its last accepted night, and what changed since.
 
 A cell's reference is its newest earlier ok row on the same comparison key (cell key, protocol, host fingerprint)
-that was not excluded and not judged a regression on its own night (a regression is not accepted as a baseline).
+that was not excluded and not judged a regression on its own night (a regression is not accepted as a baseline),
+unless someone accepted that night's level (an acceptance, `tasks.regress.annotations`: `tasks.cli accept`).
 Tonight's cell then is, against it:
 
     no_history   the cell has no earlier accepted night (its first night)
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 from tasks.core.results import is_overload
 from tasks.measure.inputs import input_changes, stack_changed
+from tasks.regress.annotations import is_excluded
 from tasks.regress.detect import comparison_key, verdict_pairs
 
 
@@ -48,16 +50,17 @@ def row_inputs(row: dict) -> dict | None:
     return json.loads(text) if isinstance(text, str) else text
 
 
-def accepted_history(history_rows: list[dict], earlier_records: dict[str, list[dict]]) -> dict[tuple, list[dict]]:
+def accepted_history(history_rows: list[dict], earlier_records: dict[str, list[dict]],
+                     acceptances: list[dict] = ()) -> dict[tuple, list[dict]]:
     """comparison key -> the earlier ok rows that may be a reference, newest first (a night judged a regression
-    for that cell is left out)."""
+    for that cell is left out, unless an acceptance covers it)."""
     regressed = verdict_pairs(earlier_records)
     by_key: dict[tuple, list[dict]] = {}
     for row in history_rows:
         if row.get("status") != "ok":
             continue
         key = comparison_key(row)
-        if (row.get("run_id"), key) in regressed:
+        if (row.get("run_id"), key) in regressed and is_excluded(row, list(acceptances)) is None:
             continue
         by_key.setdefault(key, []).append(row)
     for rows in by_key.values():
@@ -65,10 +68,10 @@ def accepted_history(history_rows: list[dict], earlier_records: dict[str, list[d
     return by_key
 
 
-def find_references(rows: list[dict], history_rows: list[dict], earlier_records: dict[str, list[dict]]
-                    ) -> list[Reference]:
+def find_references(rows: list[dict], history_rows: list[dict], earlier_records: dict[str, list[dict]],
+                    acceptances: list[dict] = ()) -> list[Reference]:
     """Tonight's ok rows, each with its reference and what changed (rows not ok have no stack verdict)."""
-    history = accepted_history(history_rows, earlier_records)
+    history = accepted_history(history_rows, earlier_records, acceptances)
     found = []
     for row in rows:
         if row.get("status") != "ok" or is_overload(row):  # a burst is never re-run beside its reference

@@ -1,4 +1,5 @@
-"""What a person reads: the run's HTML report, its plots and recommendation, the trend, the runs index, the digest.
+"""What a person reads: the run's HTML report, its plots and recommendation, the trend, the runs index, the digest,
+the night's message and each stack's record over the nights.
 
     page.py            report.html: one self-contained page, rendered from the run's published files
     templating.py      the Jinja2 environment: templates/*.html (markup and prose), autoescaped
@@ -20,6 +21,11 @@
     trend.py           trend.json: what changed since the previous comparable run, the best figures over the nights
     run_index.py       the published runs as the reports page in the Airflow UI lists them
     digest.py          a short digest of one run (the serving_eval_digest DAG)
+    record.py          each stack's record over the nights (record.json): the share of its planned cells ok
+    findings.py        a night's findings for its message: regressions, failed, contended, missing cells, validation
+    message.py         the message a night (or the watchdog) sends: subject, text, HTML
+    notify.py          sending it through the notifiers, and the run's notifications.json
+    watchdog.py        is latest.json older than the schedule allows (a night that never published)
 """
 
 from tasks.core.faces import lazy_exports

@@ -34,12 +34,13 @@ from tasks.report.models import model_section
 from tasks.report.overload import overload_section
 from tasks.report.provenance import provenance_section
 from tasks.report.recommendation import recommendation_section
+from tasks.report.record import record_section
 from tasks.report.templating import render, stylesheet
 from tasks.report.trend import run_suite
 from tasks.report.wires import best_wire_rows, wires_section
 
 REPORT_INPUTS = ("results.parquet", "parity.json", "validation.json", "regressions.json", "trend.json", "plan.json",
-                 "tuning.json")
+                 "tuning.json", "record.json")
 STATUSES = ("ok", "contended", "failed", "skipped")
 
 
@@ -55,6 +56,7 @@ class PublishedRun:
     trend: dict | None
     plan: dict | None
     tuning: dict | None = None
+    record: dict | None = None  # each stack's record over the nights (record.json; runs before it have none)
 
     @classmethod
     def from_files(cls, files: Mapping[str, bytes], run: dict) -> PublishedRun:
@@ -67,7 +69,8 @@ class PublishedRun:
         rows = frame_records(pd.read_parquet(io.BytesIO(files["results.parquet"])))
         return cls({k: run.get(k) for k in ("run_id", "logical_date", "status", "provenance")}, rows,
                    obj("parity.json", []), obj("validation.json", {}), obj("regressions.json", {}),
-                   obj("trend.json", None), obj("plan.json", None), obj("tuning.json", None))
+                   obj("trend.json", None), obj("plan.json", None), obj("tuning.json", None),
+                   obj("record.json", None))
 
 
 def rebuild_report(store, manifest: dict) -> str:
@@ -77,12 +80,12 @@ def rebuild_report(store, manifest: dict) -> str:
 
 
 
-def _contents(models: list[str], overload: bool) -> list[tuple[str, str]]:
+def _contents(models: list[str], overload: bool, record: bool = False) -> list[tuple[str, str]]:
     """The page's contents: (anchor, title) of each section the navigation links."""
     return [("recommendation", "Recommendation"), *((f"model-{m}", m) for m in models),
             *((("overload", "Overload"),) if overload else ()), ("wires", "Wires"), ("lifecycle", "Lifecycle"),
-            ("features", "Features"), ("changes", "Changes"), ("cells", "Cells"), ("failures", "Failures"),
-            ("checks", "Output checks"), ("provenance", "Provenance")]
+            ("features", "Features"), ("changes", "Changes"), *((("record", "Record"),) if record else ()),
+            ("cells", "Cells"), ("failures", "Failures"), ("checks", "Output checks"), ("provenance", "Provenance")]
 
 
 def render_report(published: PublishedRun) -> str:
@@ -101,6 +104,7 @@ def render_report(published: PublishedRun) -> str:
     sections += [overload_section(headline), configurations_section(rows, published.tuning),
                  engine_section(rows), wires_section(rows), lifecycle_section(rows),
                  features_section(rows), changes_section(published.trend, published.regressions),
+                 *([record_section(published.record)] if published.record else []),
                  planned_cells_section(published.plan, rows), failures_section(rows),
                  checks_section(published.parity, rows), validation_section(published.validation),
                  provenance_section(run, rows, suite)]
@@ -110,5 +114,5 @@ def render_report(published: PublishedRun) -> str:
         rows=len(rows), counts={s: sum(r.get("status") == s for r in rows) for s in STATUSES},
         validated=bool(published.validation.get("success")), cpu_model=host.get("cpu_model"),
         cpu_count=host.get("cpu_count"), gpu_name=host.get("gpu_name"), contention=contention_summary(rows),
-        contents=_contents(models, any(is_overload(r) for r in headline)), sections=sections,
+        contents=_contents(models, any(is_overload(r) for r in headline), bool(published.record)), sections=sections,
         style=stylesheet("report.css")))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from tasks.core.errors import ServingEvalError
 from tasks.report.formatting import DASH
+from tasks.report.record import record_section
 from tasks.report.templating import render, stylesheet
 from tasks.store.history import list_manifests
 from tasks.store.layout import OLD_RUN_KEY, RUN_KEY, RUNS, parse_folder
@@ -87,6 +88,19 @@ def list_runs(store: S3Store) -> list[RunSummary]:
     return [summarize(store, m) for m in reversed(list_manifests(store, statuses=LISTED_STATUSES))]
 
 
+def latest_records(store: S3Store, manifests: list[dict] | None = None) -> list[dict]:
+    """The record over the nights (record.json) of the newest run of each suite that has one, suites by name."""
+    if manifests is None:
+        manifests = list_manifests(store, statuses=LISTED_STATUSES)
+    found: dict[str, dict] = {}
+    for manifest in reversed(manifests):
+        names = {o["name"]: o["key"] for o in manifest.get("objects", [])}
+        suite = str(((manifest.get("provenance") or {}).get("config") or {}).get("suite") or "")
+        if "record.json" in names and suite not in found:
+            found[suite] = {**store.get_json(names["record.json"]), "run_id": manifest["run_id"]}
+    return [found[s] for s in sorted(found)]
+
+
 def read_report(store: S3Store, dt: str, run: str) -> bytes:
     """The `report.html` of the run published under `runs/<dt>/<run>/` (`run=<id>`, or the old `run_id=<id>`: the
     same run in the other layout when it is not there), found through its manifest."""
@@ -108,12 +122,14 @@ def read_report(store: S3Store, dt: str, run: str) -> bytes:
     return store.get(keys["report.html"])
 
 
-def render_run_list(runs: list[RunSummary], where: str) -> str:
-    """The runs page: one row per run with its status, suite and regression count, linking its report.
+def render_run_list(runs: list[RunSummary], where: str, records: list[dict] = ()) -> str:
+    """The runs page: one row per run with its status, suite and regression count, linking its report, then each
+    suite's stacks' record over the nights (`records`, from `latest_records`).
     Links are relative to the page (`runs/dt=.../report.html`), so the page works under any mount point."""
     listed = [{"run_id": run.run_id, "report_path": run.report_path, "status": run.status,
                "logical_date": run.logical_date[:16].replace("T", " "), "suite": run.suite or DASH,
                "colour": STATUS_COLOURS.get(run.status, "#1f2328"),
                "regressions": DASH if run.regressions is None else run.regressions,
                "published_at": run.published_at[:19].replace("T", " ")} for run in runs]
-    return str(render("runs.html", runs=listed, where=where, style=stylesheet("runs.css")))
+    return str(render("runs.html", runs=listed, where=where, style=stylesheet("runs.css"),
+                      records=[record_section(r) for r in records]))

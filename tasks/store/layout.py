@@ -19,6 +19,11 @@ from tasks.store.s3 import S3Store
 
 DATE_KEY, RUN_KEY = PARTITIONS  # "dt", "run"
 RUNS = "runs"
+# Beside the runs, never in a run's folder (its manifest is the last object written there and is not rewritten):
+# each run's notifications.json, and the watchdog's per missing night (docs/notifications.md#where-it-is-recorded).
+NOTIFICATIONS = "notifications"
+NOTIFICATIONS_FILE = "notifications.json"
+WATCHDOG = "watchdog"
 # dt=<date>/run=<id> or dt=<date>/run_id=<id> (the old form), alone or at the end of a key prefix
 FOLDER = re.compile(rf"(?:^|/){DATE_KEY}=(\d{{4}}-\d{{2}}-\d{{2}})/({RUN_KEY}|{OLD_RUN_KEY})=([A-Za-z0-9._-]+)/?$")
 
@@ -36,6 +41,16 @@ def run_folder(logical_date: str, run_id: str, key: str = RUN_KEY) -> str:
 def run_prefix(store: S3Store, logical_date: str, run_id: str, key: str = RUN_KEY) -> str:
     """The key prefix of a run's folder in `store`, new layout unless `key=OLD_RUN_KEY`."""
     return store.key(RUNS, run_folder(logical_date, run_id, key))
+
+
+def notifications_key(store: S3Store, logical_date: str, run_id: str) -> str:
+    """`notifications/dt=<date>/run=<safe id>/notifications.json`: what the run's notify step decided and sent."""
+    return store.key(NOTIFICATIONS, run_folder(logical_date, run_id), NOTIFICATIONS_FILE)
+
+
+def watchdog_key(store: S3Store, night: str) -> str:
+    """`notifications/watchdog/dt=<date>/notifications.json`: the watchdog's alarm for the night due then."""
+    return store.key(NOTIFICATIONS, WATCHDOG, f"{DATE_KEY}={night[:10]}", NOTIFICATIONS_FILE)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,9 @@ def test_runs_report_and_compare_read_the_published_runs(store_env, bucket, tmp_
     assert {c["server"]: c["verdict"] for c in trend["changes"]} == {"custom": "same", "triton": "worse"}
 
     assert main(["runs", *opts]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out
+    lines = out.split("\n\n")[0].splitlines()  # the runs; each stack's record over the nights after them
+    assert "each stack's record over the last 3 nights of suite smoke" in out
     assert lines[0].split() == ["dt", "run_id", "status", "suite", "regressions", "git"]
     assert [line.split()[1:5] for line in lines[1:]] == [["night1", "complete", "smoke", "0"],
                                                         ["night2", "complete", "smoke", "0"],

@@ -66,7 +66,7 @@ def test_a_real_runs_report_holds_every_cell_the_plots_the_recommendation_and_th
     opts = ["--bucket", bucket, "--prefix", "eval"]
     runs = _cli("runs", *opts, env=env)
     assert runs.returncode == 0, runs.stderr[-2000:]
-    assert [line.split()[1:3] for line in runs.stdout.splitlines()[1:]] == [["night1", "complete"],
+    assert [line.split()[1:3] for line in runs.stdout.split("\n\n")[0].splitlines()[1:]] == [["night1", "complete"],
                                                                            ["night2", "complete"]]
     out = tmp_path / "night2.html"
     report = _cli("report", "night2", "--out", str(out), "--check", *opts, env=env)

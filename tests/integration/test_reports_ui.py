@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import jwt
 import pytest
 
 from tasks.pipeline import run_pipeline
+from tasks.serve.servers import SERVERS, register_server
+from tasks.serve.servers.custom import CustomServer
 from tasks.store.s3 import S3Store
 from tests.airflow_server import ADMIN, api_server
 from tests.dagrun import fast_conf, load_reports_plugin, read_run
@@ -90,11 +92,29 @@ class Chromium:
         self._playwright.stop()
 
 
+class CrashingCustomServer(CustomServer):
+    """The real custom server pointed at a missing model: it exits during start-up, its cells failed."""
+
+    name = "custom-crashing"
+
+    def run_spec(self, layout, spec, ports):
+        return super().run_spec(layout.parent / "no-such-model-dir", spec, ports)
+
+
 @pytest.fixture(scope="module")
 def published_run(embedded_s3) -> dict:
-    """A real run (the custom server, MLP ONNX, closed loop 1 and 2) published to the embedded S3."""
+    """A real run (the custom server, MLP ONNX, closed loop 1 and 2) published to the embedded S3, after a night
+    before it that also ran a server that crashes (each stack's record over the two nights)."""
     embedded_s3.create_bucket(BUCKET)
     conf = fast_conf(BUCKET, s3_prefix=PREFIX, concurrencies=[1, 2])
+    register_server(CrashingCustomServer)
+    try:
+        run_pipeline({**conf, "servers": ["custom", "custom-crashing"], "fail_on_cell_failure": False},
+                     run_id=f"ui_night_before_{int(time.time())}",
+                     logical_date=(datetime.now(UTC) - timedelta(days=1)).isoformat(),
+                     conn=embedded_s3.connection("serving_eval_s3"))
+    finally:
+        SERVERS.pop(CrashingCustomServer.name, None)
     summary, _ = run_pipeline(conf, run_id=f"ui_test_{int(time.time())}", logical_date=datetime.now(UTC).isoformat(),
                               conn=embedded_s3.connection("serving_eval_s3"))
     assert summary["status"] == "complete", summary
@@ -164,7 +184,23 @@ def test_all_admins_leaves_the_page_open(airflow_db, embedded_s3, published_run,
             frame = page.frame_locator("iframe[title='Serving eval reports']")
             frame.get_by_role("link", name=published_run["run_id"]).wait_for()
             page.screenshot(path=str(tmp_path / "all-admins-runs.png"))
+            check_stack_record(page, frame, tmp_path)
     print(f"screenshots in {tmp_path}")
+
+
+def check_stack_record(page, frame, shots: Path) -> None:
+    """The runs page shows each stack's record over the two nights, the crashed server's reasons a click away."""
+    crashed = frame.locator("tr.stack-record[data-stack='custom-crashing/onnx']")
+    assert "4 of 4 (100 %)" in frame.locator("tr.stack-record[data-stack='custom/onnx'] td.share").inner_text()
+    assert crashed.locator("td.share").inner_text() == "0 of 2 (0 %)"
+    reason = crashed.locator("details li").first
+    assert not reason.is_visible()  # behind the click
+    crashed.locator("summary").click()
+    assert "exited with code" in reason.inner_text() and reason.is_visible()
+    frame.locator("#record").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "reports-record.png"))
+    if os.environ.get("SERVING_EVAL_DOCS_SCREENSHOT"):  # re-makes docs/reports-record.png
+        page.screenshot(path=os.environ["SERVING_EVAL_DOCS_SCREENSHOT"])
 
 
 def test_the_page_requires_an_airflow_session(login_server, published_run):
