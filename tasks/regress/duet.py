@@ -53,7 +53,8 @@ class DuetThresholds:
         floors = {m: max(NOISE_FLOOR.get(m, DEFAULT_NOISE_FLOOR), (aa_noise or {}).get(m) or 0.0)
                   for m in DUET_METRICS}
         return cls(dict(DUET_THRESHOLD), floors, alpha,
-                   {"threshold_pct": {m: 100 * v for m, v in DUET_THRESHOLD.items()}, "aa_noise": dict(aa_noise or {})})
+                   {"threshold_rule": "DUET_THRESHOLD: half the metric's minimum effect",
+                    "aa_noise": dict(aa_noise or {})})
 
 
 def log_ratios(pairs: list[dict], metric: str, a: str = "reference", b: str = "candidate") -> list[float]:

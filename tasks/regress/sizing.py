@@ -59,6 +59,9 @@ def apply_sizes(records: list[dict], point: dict, measured: dict, max_neighbour_
 def size_group(records: list[dict], group: dict, night: Night) -> None:
     """Size every load point of the group whose duet found a change, and settle its records on the size."""
     if night.config.size_rounds == 0:
+        for record in records:
+            if record.get("duet_verdict") in UNCERTAIN:
+                record["reason"] += " (Param size_rounds is 0)"
         return
     sizes = group.setdefault("sizes", {})
     for index in detected_points(records, group):
