@@ -15,3 +15,17 @@ def is_regression(verdict: object) -> bool:
 
 def is_improvement(verdict: object) -> bool:
     return verdict in IMPROVED
+
+
+def duet_figures(record: dict) -> tuple[float | None, list | None]:
+    """A duet record's ratio and its interval (the detector's), in both shapes a store may hold: `duet_ratio` since
+    sizes are measured alone, `ratio` in records written before."""
+    return record.get("duet_ratio", record.get("ratio")), record.get("duet_ratio_ci", record.get("ratio_ci"))
+
+
+def size_alone(record: dict) -> tuple[float, list] | None:
+    """(change_pct, change_ci) of a duet record whose size was measured alone; None where it was not (records
+    written before sizes existed carry the duet's change as `change_pct`, not a size alone)."""
+    if "duet_ratio" in record and record.get("change_ci") and record.get("change_pct") is not None:
+        return record["change_pct"], record["change_ci"]
+    return None

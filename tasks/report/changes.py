@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from tasks.core.verdicts import is_regression
+from tasks.core.verdicts import duet_figures, is_regression, size_alone
 from tasks.regress.size import SCOPE
 from tasks.report.formatting import REASON_CHARS, cell_value, label, unit
 from tasks.report.plots import Series, line_chart
@@ -67,13 +67,12 @@ def _duet(record: dict) -> dict:
     note = "; ".join(record.get("changes") or []) + f" ({record.get('reference_run_id')})"
     if record.get("verdict") == "unconfirmed" or str(record.get("verdict")).endswith("_uncertain"):
         note = f"{note}: {record.get('reason')}"
-    ratio = record.get("duet_ratio", record.get("ratio"))
-    ci, size = record.get("duet_ratio_ci", record.get("ratio_ci")), record.get("size") or {}
+    (ratio, ci), size, alone = duet_figures(record), record.get("size") or {}, size_alone(record)
     size_ci = record.get("change_ci") if "duet_ratio" in record else None
     verdict = record.get("verdict")
     return {"where": _where(record), "metric": record["metric"], "verdict": VERDICT_TEXT.get(verdict, verdict),
             "bad": is_regression(verdict),
-            "size": f"{record['change_pct']:+.1f} %" if size_ci and record.get("change_pct") is not None else "–",
+            "size": f"{alone[0]:+.1f} %" if alone else "–",
             "size_ci": f"{size_ci[0]:+.1f} to {size_ci[1]:+.1f} %" if size_ci else "–",
             "rounds": cell_value(size.get("rounds")) if size else "–",
             "ratio": (f"×{ratio:.3f}" + (f" ({ci[0]:.3f}–{ci[1]:.3f})" if ci else "")) if ratio else "–",

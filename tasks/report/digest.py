@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from tasks.core.results import OVERLOAD_MODE, read_parquet_bytes
-from tasks.core.verdicts import is_regression
+from tasks.core.verdicts import duet_figures, is_regression, size_alone
 from tasks.store.layout import safe_run_id
 from tasks.store.s3 import S3Store
 
@@ -55,11 +55,11 @@ def make_digest(manifest: dict, frame, regressions: dict) -> dict:
 def duet_finding(record: dict) -> str:
     """A duet record's change in words: its size alone with the interval where it was sized, the duet's ratio (the
     detector) beside; a record from before sizes existed has the duet's ratio only."""
-    ratio = record.get("duet_ratio", record.get("ratio"))
+    ratio, _ = duet_figures(record)
     duet = f"the duet x{ratio:.3f}" if ratio else "the duet"
-    ci = record.get("change_ci") if "duet_ratio" in record else None
-    if ci and record.get("change_pct") is not None:
-        return f"{record['change_pct']:+.1f} % alone [{ci[0]:+.1f}, {ci[1]:+.1f}] ({duet}; {record['verdict']})"
+    if alone := size_alone(record):
+        (change, ci) = alone
+        return f"{change:+.1f} % alone [{ci[0]:+.1f}, {ci[1]:+.1f}] ({duet}; {record['verdict']})"
     if "duet_ratio" in record:
         return f"size not measured alone ({duet}; {record['verdict']})"
     change = "n/a" if record.get("change_pct") is None else format(record["change_pct"], "+.1f")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from tasks.core.metrics import METRICS, number
-from tasks.core.verdicts import is_improvement, is_regression
+from tasks.core.verdicts import duet_figures, is_improvement, is_regression
 from tasks.report.formatting import load_text
 
 STACK_KINDS = ("duet", "parity")  # records that judge a stack (environment records judge the host)
@@ -80,7 +80,8 @@ def size_of(record: dict) -> str | None:
     if "duet_ratio" in record:  # sizes measured alone; the duet only detected the change
         if number(record.get("change_pct")) is not None:
             return _pct(record["change_pct"]) + _interval(number(ci[0]), number(ci[1]))
-        ratio, duet_ci = number(record.get("duet_ratio")), record.get("duet_ratio_ci") or [None, None]
+        ratio, duet_ci = duet_figures(record)
+        ratio, duet_ci = number(ratio), duet_ci or [None, None]
         if ratio is None:
             return "size uncertain"
         low, high = number(duet_ci[0]), number(duet_ci[1])
