@@ -193,10 +193,15 @@ def check_stack_record(page, frame, shots: Path) -> None:
     crashed = frame.locator("tr.stack-record[data-stack='custom-crashing/onnx']")
     assert "4 of 4 (100 %)" in frame.locator("tr.stack-record[data-stack='custom/onnx'] td.share").inner_text()
     assert crashed.locator("td.share").inner_text() == "0 of 2 (0 %)"
-    reason = crashed.locator("details li").first
+    reason = crashed.locator("td.why > details li").first
     assert not reason.is_visible()  # behind the click
-    crashed.locator("summary").click()
+    crashed.locator("td.why > details > summary").click()
     assert "exited with code" in reason.inner_text() and reason.is_visible()
+    whole = reason.locator("details.more pre")  # the log tail's end: one more click
+    assert not whole.is_visible()
+    reason.locator("details.more > summary").click()
+    assert "FileNotFoundError" in whole.inner_text() and whole.is_visible()
+    reason.locator("details.more > summary").click()  # closed again for the screenshot
     frame.locator("#record").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "reports-record.png"))
     if os.environ.get("SERVING_EVAL_DOCS_SCREENSHOT"):  # re-makes docs/reports-record.png
