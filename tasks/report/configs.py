@@ -17,6 +17,7 @@ import json
 
 from markupsafe import Markup
 
+from tasks.core.confidence import row_verdict
 from tasks.core.metrics import number
 from tasks.report.formatting import DASH, figure
 from tasks.report.plots import Series, line_chart
@@ -44,7 +45,7 @@ def headline_rows(rows: list[dict]) -> list[dict]:
 
 
 def _score(rows: list[dict], bound: float | None) -> tuple[float | None, dict | None]:
-    within = [r for r in ok_rows(rows) if bound is None or (number(r.get("latency_ms_p99")) or float("inf")) <= bound]
+    within = [r for r in ok_rows(rows) if bound is None or row_verdict(r, bound) == "holds"]  # decided, not compared
     if not within:
         return None, None
     top = max(within, key=lambda r: number(r.get("throughput_rps")) or 0.0)
