@@ -76,7 +76,16 @@ def test_open_loop_bounds_every_request_from_its_scheduled_send():
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
             writer.close()
+
+    async def stop():  # the handlers still queued on the lock end on this loop, before it closes
+        server.close()
+        handlers = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
 
     async def start():
         one_at_a_time.append(asyncio.Lock())
@@ -91,9 +100,10 @@ def test_open_loop_bounds_every_request_from_its_scheduled_send():
                                 request_timeout_s=0.3, max_connections=2)
         rec = asyncio.run(open_loop("127.0.0.1", port, HttpGet("127.0.0.1", port, "x", {}, {}), settings))
     finally:
-        loop.call_soon_threadsafe(server.close)
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+        loop.close()
     waited_ms = (rec.done_ns - rec.scheduled_ns) / 1e6
     ok = rec.codes == OK
     assert 20 <= ok.sum() <= 90  # about 1.5 s of a 50/s server
