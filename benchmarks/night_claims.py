@@ -38,13 +38,31 @@ def first_looks(sessions: list[dict]) -> tuple[dict[str, dict], float]:
     return looks, seconds
 
 
+def point_key(cell_id: str) -> tuple:
+    """A point's cell id (tasks/plan/cells.py: model.format.server.launcher.device.bN.mode[.wire]@load) as the
+    fields a published row carries of it: rows do not carry the id."""
+    cell, _, load = cell_id.rpartition("@")
+    parts = cell.split(".")
+    wire = parts[-1] if parts[-1] in ("binary", "grpc") else "json"
+    mode = next(p for p in parts if p.startswith(("concurrency", "rate", "overload")))
+    return (".".join(parts[:3]), wire, "rate" if mode.startswith("rate") else mode.split("-")[0], float(load))
+
+
+def row_key(row: dict) -> tuple:
+    return (f"{row['model']}.{row['format']}.{row['server']}", row.get("wire") or "json", row.get("mode"),
+            float(row["load"]))
+
+
 def decisions(rows: list[dict], looks: dict[str, dict], confidence_pct: float) -> tuple[Counter, Counter]:
     """(published verdicts, one-look verdicts of the first looks) over every ok row and judged bound."""
     published, first = Counter(), Counter()
+    by_point = {point_key(cell_id): look for cell_id, look in looks.items()}
     for row in rows:
         if row.get("status") != "ok" or not row.get("p99_bounds"):
             continue
-        look = looks.get(row["cell_id"]) if row.get("lengthened") else None
+        look = by_point.get(row_key(row)) if row.get("lengthened") else None
+        if row.get("lengthened") and look is None:
+            raise SystemExit(f"no first look found for the lengthened row {row_key(row)}")
         counts = json.loads(look["first_bounds"]) if look else json.loads(row["p99_bounds"])
         count = int(look["first_requests"] if look else row["latency_samples"])
         for bound, decided in json.loads(row["p99_bounds"]).items():
@@ -97,7 +115,7 @@ def main() -> int:
     for bound in sorted(after):
         print(f"{bound:>6g}  {before.get(bound, '-'):<38} {after[bound]}")
     bound = config.get("p99_bound_ms")
-    for record in recommend(rows, (bound,)) if bound is not None else ():
+    for record in recommend([r for r in rows if r.get("role") != "control"], (bound,)) if bound is not None else ():
         print(f"{record['model']} within {bound:g} ms ({record['meeting']} of {record['stacks']} stacks hold it): "
               f"fastest {_claim(record['best'])}; cheapest {_claim(record['cheapest'])}; undecided: "
               + (", ".join(f"{u['stack']} ({u['requests']} requests, {u['exceed']} slower, {u['more_requests']} "
