@@ -11,9 +11,12 @@ Stop rules, written down:
   point estimate within the bound: a short point cannot hold, 299 requests are needed). Double from `start_rps`
   until a point does not pass, then bisect between the last passing and the first other rate until they are within
   `resolution_pct` of each other, in at most `max_points` points overall. Only a rate whose bound `holds` is
-  claimed (`best_load`): the highest passing rates still undecided get a longer look (`confirm`), at most
-  MAX_CONFIRMS of them, highest first, until one holds; after one that fails, the next is at least 10 % lower
-  (STEP_DOWN).
+  claimed (`best_load`). Where the highest passing rate is undecided, the claim is looked for STEP_DOWN below it:
+  a point there (beyond `max_points`) and, where it passes undecided, its longer look (`confirm`); where that does
+  not hold, one more step down, at most MAX_CONFIRMS looks. A short first look at the capacity's edge cannot show
+  a queue that builds over minutes, so a longer look there mostly fails (five of six on the night in
+  docs/measuring.md#confidence): stepping down first spends one look a wire where that spent two, and the claim is
+  at most STEP_DOWN below a rate that would have held.
 - a concurrency sweep's fastest point that does not fail gets a longer look too where it is undecided and faster
   than every point that holds (`confirm`: the answer "fastest within the bound" hinges on it).
 `confirm(load, first) -> Measurement | None` measures a point again for longer (None: that look did not count). A
@@ -33,9 +36,9 @@ from tasks.loadgen.settings import MAX_CONCURRENCY, LoadSettings
 
 DEFAULT_MIN_GAIN_PCT = 5.0
 DEFAULT_MAX_POINTS = 12
-MAX_CONFIRMS = 2  # a rate search's longer looks: its highest passing rate, the next below where that did not hold
-STEP_DOWN = 0.9  # after a longer look that fails, the next is at most this share of its rate: a bisection's last
-# rates lie within a few % of each other, all as near the capacity (tried here: 11.5 and 11 req/s failed, 10 held)
+MAX_CONFIRMS = 2  # a rate search's longer looks: STEP_DOWN below its highest passing rate, once more if that fails
+STEP_DOWN = 0.9  # a longer look's rate as a share of the rate above it: a bisection's last rates lie within a few %
+# of each other, all as near the capacity (tried here: 11.5 and 11 req/s failed on their longer looks, 10 held)
 Confirm = Callable[[float, Measurement], "Measurement | None"]
 
 
@@ -114,10 +117,13 @@ def rate_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSetti
         raise ConfigError("max_points", max_points, "must be from 2 to 100")
     points: list[tuple[float, Measurement]] = []
 
-    def passes(rate: float) -> bool:
+    def measure(rate: float) -> Measurement:
         m = run_point(replace(base, mode="rate", load=rate))
         points.append((rate, m))
-        return _rate_verdict(m, bound, max_error_rate) in ("holds", "maybe")
+        return m
+
+    def passes(rate: float) -> bool:
+        return _rate_verdict(measure(rate), bound, max_error_rate) in ("holds", "maybe")
 
     good, bad, rate = None, None, start_rps
     while len(points) < max_points:
@@ -137,7 +143,7 @@ def rate_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSetti
             else:
                 bad = mid
         reason = "resolution reached" if (bad - low) <= bad * resolution_pct / 100 else "max_points reached"
-    best, note = _claimed_rate(points, bound, max_error_rate, confirm)
+    best, note = _claimed_rate(points, bound, max_error_rate, confirm, measure)
     return SweepResult(tuple(points), best, reason + note)
 
 
@@ -153,34 +159,37 @@ def _rate_verdict(m: Measurement, bound: BoundRule, max_error_rate: float) -> st
 
 
 def _claimed_rate(points: list[tuple[float, Measurement]], bound: BoundRule, max_error_rate: float,
-                  confirm: Confirm | None) -> tuple[float | None, str]:
-    """The highest rate whose bound holds, after the longer looks at the highest passing rates still undecided
-    (appended to `points`), and what the stop reason adds."""
+                  confirm: Confirm | None, measure: Callable[[float], Measurement]) -> tuple[float | None, str]:
+    """The highest rate whose bound holds, after the longer looks STEP_DOWN below the highest passing rate where
+    that is undecided (their points appended to `points` by `measure`), and what the stop reason adds."""
     steered = [(rate, m, _rate_verdict(m, bound, max_error_rate)) for rate, m in points]
     best = max((rate for rate, _, v in steered if v == "holds"), default=None)
-    open_ = sorted(((rate, m) for rate, m, v in steered if v == "maybe" and rate > (best or 0.0)),
-                   key=lambda p: -p[0])
+    passing = max((rate for rate, _, v in steered if v == "maybe"), default=0.0)
     looked: list[str] = []
-    below = float("inf")  # a failed look's rate, stepped down: the next look is no higher
-    for rate, first in open_ if confirm is not None else ():
-        if len(looked) >= MAX_CONFIRMS:
+    rate = passing
+    while confirm is not None and passing > (best or 0.0) and len(looked) < MAX_CONFIRMS:
+        rate *= STEP_DOWN
+        if best is not None and rate <= best:
             break
-        if rate > below:
+        first = measure(rate)
+        steer = _rate_verdict(first, bound, max_error_rate)
+        if steer != "maybe":  # decided on a first look of its own, or beyond the bound: no longer look
+            looked.append(f"{rate:g} req/s {'holds' if steer == 'holds' else 'did not pass'} on its first look")
+            if steer == "holds":
+                best = rate
+                break
             continue
         longer = confirm(rate, first)
         if longer is None:
             looked.append(f"{rate:g} req/s did not count")
             continue
         points.append((rate, longer))
-        decided = _verdict(bound.decide(longer))
-        looked.append(f"{rate:g} req/s {decided}")
+        looked.append(f"{rate:g} req/s {_verdict(bound.decide(longer))}")
         if _rate_verdict(longer, bound, max_error_rate) == "holds":
             best = rate
             break
-        if decided == "fails":
-            below = rate * STEP_DOWN
-    note = f"; looked at longer: {', '.join(looked)}" if looked else ""
-    if best is None and open_:
-        note += (f"; no rate decided within {bound.bound_ms:g} ms ({len(open_)} passing on their point estimate, "
-                 f"the highest {open_[0][0]:g} req/s, undecided)")
+    note = f"; looked at longer, {STEP_DOWN:g} x below {passing:g} req/s: {', '.join(looked)}" if looked else ""
+    if best is None and passing:
+        note += (f"; no rate decided within {bound.bound_ms:g} ms (the highest passing on its point estimate, "
+                 f"{passing:g} req/s, undecided)")
     return best, note

@@ -132,10 +132,12 @@ def measuring_estimate_s(cells: list, config) -> tuple[float, float, float]:
     the most it can add): each point warm-up plus `duration_s`; a concurrency sweep at its most points (doubling from
     `workers` up to its largest load), a rate search at `DEFAULT_MAX_POINTS`; with `max_point_s`, a longer look is
     warm-up plus at most `max_point_s`, taken only on a stack's efficient wires (`lengthens`) and only where an answer
-    hinges on an undecided point: a single point, a concurrency sweep's fastest point, a rate search's highest
-    passing rates (at most MAX_CONFIRMS). Start-ups and conversions are not in it (`capacity` measures them from a
-    published run)."""
-    points = looks = most_looks = 0
+    hinges on an undecided point: a single point, a concurrency sweep's fastest point, a rate search's rates below
+    its highest passing one (at most MAX_CONFIRMS, each first a point of its own). Start-ups and conversions are not
+    in it (`capacity` measures them from a published run)."""
+    point = config.warmup_s + config.duration_s
+    longer = config.warmup_s + (config.max_point_s or 0.0)
+    points, looks_s, most_looks_s = 0, 0.0, 0.0
     for cell in cells:
         if cell.skip:
             continue
@@ -145,11 +147,9 @@ def measuring_estimate_s(cells: list, config) -> tuple[float, float, float]:
             points += DEFAULT_MAX_POINTS
         else:
             points += 1
-        if cell.mode != OVERLOAD_MODE and lengthens(cell, config):
-            looks += 1
-            most_looks += MAX_CONFIRMS if cell.mode == "rate-search" else 1
-    planned = points * (config.warmup_s + config.duration_s)
-    if config.max_point_s is None:
-        return planned, 0.0, 0.0
-    longer = config.warmup_s + config.max_point_s
-    return planned, looks * longer, most_looks * longer
+        if cell.mode != OVERLOAD_MODE and lengthens(cell, config):  # never without max_point_s
+            searched = cell.mode == "rate-search"
+            look = longer + (point if searched else 0.0)
+            looks_s += look
+            most_looks_s += look * (MAX_CONFIRMS if searched else 1)
+    return points * point, looks_s, most_looks_s

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from tasks.core.confidence import BoundRule
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
@@ -49,7 +51,7 @@ def test_an_undecided_point_neither_stops_a_sweep_nor_is_claimed_as_a_rate():
     rate = rate_sweep(_fake_point(1000, samples=30), replace(base, mode="rate", load=1), start_rps=100,
                       bound=BoundRule(10.0), max_points=5)
     assert [r for r, _ in rate.points] == [100, 200, 400, 800, 1600] and rate.best_load is None
-    assert "no rate decided within 10 ms (4 passing on their point estimate, the highest 800 req/s, undecided)" \
+    assert "no rate decided within 10 ms (the highest passing on its point estimate, 800 req/s, undecided)" \
         in rate.stop_reason
 
 
@@ -66,24 +68,31 @@ def test_the_points_an_answer_hinges_on_are_looked_at_longer():
     rate_base = replace(base, mode="rate", load=1)
     rate = rate_sweep(_fake_point(1000, samples=30), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
                       resolution_pct=2, max_points=20, confirm=confirm("rate", 1000, 1000))
-    # the highest passing rate holds on its longer look (1000 requests, none slow): it is the claim
-    assert looked == [max(r for r, m in rate.points[:-1] if m.latency_ms_p99 <= 10)] == [rate.best_load]
-    assert 880 <= rate.best_load <= 900 and rate.points[-1][0] == rate.best_load
-    assert rate.stop_reason.endswith(f"looked at longer: {rate.best_load:g} req/s holds")
+    # the claim is looked for 10 % below the highest passing rate (887.5): a short point there, then its longer
+    # look (1000 requests, none slow) holds, and that rate is the claim; the search's own points stay within 20
+    highest = max(r for r, m in rate.points[:-2] if m.latency_ms_p99 <= 10)
+    assert looked == [rate.best_load] and rate.best_load == 0.9 * highest and 880 <= highest <= 900
+    assert [r for r, _ in rate.points[-2:]] == [rate.best_load] * 2 and len(rate.points) <= 22
+    assert [m.latency_samples for _, m in rate.points[-2:]] == [30, 1000]
+    assert rate.stop_reason.endswith(f"looked at longer, 0.9 x below {highest:g} req/s: {rate.best_load:g} req/s holds")
     looked.clear()
-    # longer looks that stay undecided (200 requests): the two highest are tried, no rate is claimed
+    # longer looks that stay undecided (200 requests): two, each a step lower, and no rate is claimed
     undecided = rate_sweep(_fake_point(1000, samples=30), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
                            resolution_pct=2, max_points=20, confirm=confirm("rate", 1000, 200))
-    assert len(looked) == 2 and looked[0] > looked[1] and undecided.best_load is None
+    assert looked == pytest.approx([0.9 * highest, 0.81 * highest]) and undecided.best_load is None
+    assert "no rate decided within 10 ms" in undecided.stop_reason
     looked.clear()
-    # a longer look shows a lower capacity than the short points did (900 req/s: p99 within 10 ms up to 810): the
-    # highest passing rate (887.5) fails, and the next look steps at least 10 % below it, not to its neighbour (875)
+    # a longer look shows a lower capacity than the short points did (850 req/s: p99 within 10 ms up to 765): the
+    # look 10 % below the highest passing rate (798.75) fails, the one a step further down (718.9) holds
     stepped = rate_sweep(_fake_point(1000, samples=30), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
-                         resolution_pct=2, max_points=20, confirm=confirm("rate", 900, 1000))
-    passing = sorted({r for r, m in stepped.points if m.latency_samples == 30 and m.latency_ms_p99 <= 10})
-    assert looked[0] == passing[-1] and looked[1] == max(r for r in passing if r <= 0.9 * looked[0])
-    assert stepped.best_load == looked[1] and len(looked) == 2
+                         resolution_pct=2, max_points=20, confirm=confirm("rate", 850, 1000))
+    assert looked == pytest.approx([0.9 * highest, 0.81 * highest]) and stepped.best_load == looked[1]
+    assert "798.75 req/s fails, 718.875 req/s holds" in stepped.stop_reason
     looked.clear()
+    # a point that holds on its first look at or above the step's rate is the claim: no longer look
+    held = rate_sweep(_fake_point(1000, samples=1000), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
+                      resolution_pct=2, max_points=20, confirm=confirm("rate", 1000, 1000))
+    assert looked == [] and 880 <= held.best_load <= 900
     closed = concurrency_sweep(_fake_point(8000, samples=30), base, concurrencies=[1, 2, 4],
                                bound=BoundRule(3.0, looks=2), confirm=confirm("concurrency", 8000, 1000))
     # the fastest point that did not fail (concurrency 4, 1 of 30 slow: undecided) fails on its longer look

@@ -1,11 +1,15 @@
-"""The host estimate of docs/scaling.md (tasks/plan/capacity.py) on synthetic timelines."""
+"""The host estimate of docs/scaling.md (tasks/plan/capacity.py) on synthetic timelines, and the measuring time
+`plan` prints."""
 
 from __future__ import annotations
 
 import pytest
 
 from tasks.core.errors import ConfigError
-from tasks.plan.capacity import cell_durations, hosts_needed, run_matrix
+from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, MAX_CONFIRMS
+from tasks.plan.capacity import cell_durations, hosts_needed, measuring_estimate_s, run_matrix
+from tasks.plan.cells import make_plan
+from tasks.plan.config import RunConfig
 
 
 def _session(host: str, start: float, points: list[float], overhead: float = 2.0) -> dict:
@@ -42,3 +46,16 @@ def test_the_matrix_of_a_published_plan():
     plan = {"sessions": [{"model": m, "server": s, "format": "onnx", "cells": [{}, {}]} for m in "xy" for s in "pqr"]
             + [{"model": "x", "server": "p", "format": "onnx", "cells": [{}], "role": "control"}]}
     assert run_matrix(plan) == (2, 3, 2)
+
+
+def test_the_plan_estimates_the_longer_looks_a_rate_search_takes_below_its_highest_rate():
+    """`plan`'s estimate: each rate-search point warm-up plus duration_s; a lengthening rate search's look is first
+    a point of its own 10 % below its highest passing rate, then warm-up plus max_point_s, at most MAX_CONFIRMS."""
+    params = {"models": ["mlp"], "servers": ["custom"], "formats": ["onnx"], "mode": "rate", "rates": [50],
+              "rate_search": True, "p99_bound_ms": 20, "control_cell": "none", "duration_s": 8, "warmup_s": 2}
+    short = RunConfig.from_params(params)
+    (cell,) = make_plan(short).cells
+    assert measuring_estimate_s([cell], short) == (DEFAULT_MAX_POINTS * 10.0, 0.0, 0.0)
+    longer = RunConfig.from_params({**params, "max_point_s": 90})
+    planned, typical, most = measuring_estimate_s(make_plan(longer).cells, longer)
+    assert (planned, typical, most) == (DEFAULT_MAX_POINTS * 10.0, 10.0 + 92.0, MAX_CONFIRMS * (10.0 + 92.0))
