@@ -7,8 +7,10 @@ run's own bound (fastest and cheapest stack) with the decisions they rest on.
 
 The folder is a published run's objects (results.parquet, plan.json, manifest.json, logs/sessions.json). The night
 without its longer looks is estimated from the same night: its length less the longer looks' time, its decisions
-from each first look's counts (`decide_counts` at one look). Figures, not pass/fail: docs/measuring.md#confidence
-quotes them.
+from each first look's counts (`decide_counts` at one look). A rate search's longer look is at a point of its own,
+10 % below its highest passing rate (tasks/loadgen/sweep.py), which a night without them would not run: that
+point's first look counts in the looks' time (warm-up plus its duration) and not among the first looks' decisions.
+Figures, not pass/fail: docs/measuring.md#confidence quotes them.
 """
 
 from __future__ import annotations
@@ -26,16 +28,25 @@ from tasks.core.confidence import decide_counts  # noqa: E402
 from tasks.report.recommend import recommend  # noqa: E402
 
 
-def first_looks(sessions: list[dict]) -> tuple[dict[str, dict], float]:
-    """Each lengthened point's first look (by the point's cell id) and the seconds all longer looks took."""
+def first_looks(sessions: list[dict], warmup_s: float) -> tuple[dict[str, dict], float]:
+    """Each lengthened point's first look (by the point's cell id) and the seconds all longer looks took (with a
+    rate search's the first look of their own point)."""
     looks, seconds = {}, 0.0
     for session in sessions:
         for cell_id, events in (session.get("cells") or {}).items():
             for look in events.get("lengthen") or []:
                 seconds += (look.get("end") or look["begin"]) - look["begin"]
+                if is_claim_point(cell_id):
+                    seconds += warmup_s + float(look.get("first_duration_s") or 0.0)
                 if "not_counted" not in look:
                     looks[cell_id] = look
     return looks, seconds
+
+
+def is_claim_point(cell_id: str) -> bool:
+    """Whether a point's cell id is a rate search's (`...rate-search...@<rate>`): its longer looks are at points of
+    their own (tasks/loadgen/sweep.py)."""
+    return ".rate-search" in cell_id.rpartition("@")[0]
 
 
 def point_key(cell_id: str) -> tuple:
@@ -65,8 +76,11 @@ def decisions(rows: list[dict], looks: dict[str, dict], confidence_pct: float) -
             raise SystemExit(f"no first look found for the lengthened row {row_key(row)}")
         counts = json.loads(look["first_bounds"]) if look else json.loads(row["p99_bounds"])
         count = int(look["first_requests"] if look else row["latency_samples"])
+        claim_point = look is not None and row.get("mode") == "rate"  # a point only the longer looks ran
         for bound, decided in json.loads(row["p99_bounds"]).items():
             published[(float(bound), decided["verdict"])] += 1
+            if claim_point:
+                continue
             before = counts[bound]
             verdict = decide_counts(count, float(before["effective"]), int(before["exceed"]), float(bound),
                                     confidence_pct=confidence_pct, looks=1).verdict
@@ -102,7 +116,7 @@ def main() -> int:
     config = json.loads((args.run_dir / "plan.json").read_text())["config"]
     manifest = json.loads((args.run_dir / "manifest.json").read_text())
     sessions = json.loads((args.run_dir / "logs" / "sessions.json").read_text())
-    looks, look_s = first_looks(sessions)
+    looks, look_s = first_looks(sessions, float(config.get("warmup_s") or 0.0))
     started = min(datetime.fromisoformat(r["started_at"]) for r in rows)
     night_s = (datetime.fromisoformat(manifest["published_at"]) - started).total_seconds()
     published, first = decisions(rows, looks, float(config.get("confidence_pct") or 95.0))
