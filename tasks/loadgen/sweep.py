@@ -19,7 +19,9 @@ Stop rules, written down:
   at most STEP_DOWN below a rate that would have held.
 - a concurrency sweep's fastest point that does not fail gets a longer look too where it is undecided and faster
   than every point that holds (`confirm`: the answer "fastest within the bound" hinges on it).
-`confirm(load, first) -> Measurement | None` measures a point again for longer (None: that look did not count). A
+`confirm(load, first) -> Measurement | None` measures a point again for longer (None: that look did not count);
+`held_rps()` is the fastest throughput already holding outside the sweep (its server life's other points): a look
+that could not beat it changes no answer, so neither sweep takes it. A
 sweep records every point it ran, a longer look after its first; a point's pass/fail here only steers the sweep, and
 the points are still judged by `validate`.
 """
@@ -42,6 +44,10 @@ STEP_DOWN = 0.9  # a longer look's rate as a share of the rate above it: a bisec
 Confirm = Callable[[float, Measurement], "Measurement | None"]
 
 
+def _nothing_held() -> float:
+    return 0.0
+
+
 @dataclass(frozen=True)
 class SweepResult:
     points: tuple[tuple[float, Measurement], ...]  # (load, measurement) in the order they ran
@@ -52,7 +58,8 @@ class SweepResult:
 def concurrency_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSettings, *,
                       concurrencies: Sequence[int] | None = None, start: int = 1,
                       max_concurrency: int = 256, bound: BoundRule | None = None,
-                      min_gain_pct: float = DEFAULT_MIN_GAIN_PCT, confirm: Confirm | None = None) -> SweepResult:
+                      min_gain_pct: float = DEFAULT_MIN_GAIN_PCT, confirm: Confirm | None = None,
+                      held_rps: Callable[[], float] = _nothing_held) -> SweepResult:
     if concurrencies is not None and (not concurrencies or any(not 1 <= c <= MAX_CONCURRENCY for c in concurrencies)):
         raise ConfigError("concurrencies", list(concurrencies), f"each must be from 1 to {MAX_CONCURRENCY}")
     if not 1 <= start <= max_concurrency <= MAX_CONCURRENCY:
@@ -75,17 +82,21 @@ def concurrency_sweep(run_point: Callable[[LoadSettings], Measurement], base: Lo
         if m.throughput_rps > best_rps:
             best_rps, best_load = m.throughput_rps, c
     if confirm is not None and bound is not None:
-        reason += _confirm_fastest(points, bound, confirm)
+        reason += _confirm_fastest(points, bound, confirm, held_rps())
     return SweepResult(tuple(points), best_load, reason)
 
 
-def _confirm_fastest(points: list[tuple[float, Measurement]], bound: BoundRule, confirm: Confirm) -> str:
+def _confirm_fastest(points: list[tuple[float, Measurement]], bound: BoundRule, confirm: Confirm, held: float) -> str:
     """The concurrency sweep's longer look: its fastest point that does not fail, where undecided and faster than
-    every point that holds ("" where none is worth it, else what the look found, for the stop reason)."""
+    every point that holds, its own and `held` ("" where none is worth it, else what the look found, for the stop
+    reason)."""
     verdicts = [(load, m, _verdict(bound.decide(m))) for load, m in points]
-    holding = max((m.throughput_rps for _, m, v in verdicts if v == "holds"), default=0.0)
-    open_ = [(load, m) for load, m, v in verdicts if v == "undecided" and m.throughput_rps > holding]
+    own = max((m.throughput_rps for _, m, v in verdicts if v == "holds"), default=0.0)
+    open_ = [(load, m) for load, m, v in verdicts if v == "undecided" and m.throughput_rps > max(own, held)]
     if not open_:
+        if any(v == "undecided" and own < m.throughput_rps <= held for _, m, v in verdicts):
+            return (f"; no longer look: a point of its server life holds at {held:.4g} req/s, no answer hinges on a "
+                    "slower one")
         return ""
     load, first = max(open_, key=lambda p: p[1].throughput_rps)
     longer = confirm(load, first)
@@ -110,7 +121,7 @@ def doubling(start: int, limit: int) -> list[int]:
 def rate_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSettings, *, start_rps: float,
                bound: BoundRule, max_error_rate: float = 0.0,
                resolution_pct: float = 5.0, max_points: int = DEFAULT_MAX_POINTS,
-               confirm: Confirm | None = None) -> SweepResult:
+               confirm: Confirm | None = None, held_rps: Callable[[], float] = _nothing_held) -> SweepResult:
     if not start_rps > 0:
         raise ConfigError("start_rps", start_rps, "must be > 0 requests/s")
     if not 2 <= max_points <= 100:
@@ -143,7 +154,7 @@ def rate_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSetti
             else:
                 bad = mid
         reason = "resolution reached" if (bad - low) <= bad * resolution_pct / 100 else "max_points reached"
-    best, note = _claimed_rate(points, bound, max_error_rate, confirm, measure)
+    best, note = _claimed_rate(points, bound, max_error_rate, confirm and (confirm, measure, held_rps()))
     return SweepResult(tuple(points), best, reason + note)
 
 
@@ -159,17 +170,23 @@ def _rate_verdict(m: Measurement, bound: BoundRule, max_error_rate: float) -> st
 
 
 def _claimed_rate(points: list[tuple[float, Measurement]], bound: BoundRule, max_error_rate: float,
-                  confirm: Confirm | None, measure: Callable[[float], Measurement]) -> tuple[float | None, str]:
+                  looking: tuple[Confirm, Callable[[float], Measurement], float] | None) -> tuple[float | None, str]:
     """The highest rate whose bound holds, after the longer looks STEP_DOWN below the highest passing rate where
-    that is undecided (their points appended to `points` by `measure`), and what the stop reason adds."""
+    that is undecided (`looking`: the look, the point's first look, appended to `points`, and the throughput held
+    outside the sweep, below which no look is taken), and what the stop reason adds."""
     steered = [(rate, m, _rate_verdict(m, bound, max_error_rate)) for rate, m in points]
     best = max((rate for rate, _, v in steered if v == "holds"), default=None)
     passing = max((rate for rate, _, v in steered if v == "maybe"), default=0.0)
     looked: list[str] = []
-    rate = passing
-    while confirm is not None and passing > (best or 0.0) and len(looked) < MAX_CONFIRMS:
+    rate, note = passing, ""
+    while looking is not None and passing > (best or 0.0) and len(looked) < MAX_CONFIRMS:
+        confirm, measure, held = looking
         rate *= STEP_DOWN
-        if best is not None and rate <= best:
+        if rate <= (best or 0.0):
+            break
+        if rate <= held:
+            note = (f"; no longer look at {rate:g} req/s: a point of its server life holds at {held:.4g} req/s, "
+                    "no answer hinges on a slower one")
             break
         first = measure(rate)
         steer = _rate_verdict(first, bound, max_error_rate)
@@ -188,7 +205,8 @@ def _claimed_rate(points: list[tuple[float, Measurement]], bound: BoundRule, max
         if _rate_verdict(longer, bound, max_error_rate) == "holds":
             best = rate
             break
-    note = f"; looked at longer, {STEP_DOWN:g} x below {passing:g} req/s: {', '.join(looked)}" if looked else ""
+    if looked:
+        note = f"; looked at longer, {STEP_DOWN:g} x below {passing:g} req/s: {', '.join(looked)}" + note
     if best is None and passing:
         note += (f"; no rate decided within {bound.bound_ms:g} ms (the highest passing on its point estimate, "
                  f"{passing:g} req/s, undecided)")

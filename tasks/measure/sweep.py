@@ -1,6 +1,7 @@
 """A sweep cell of a server life: its load points one after another (tasks/loadgen/sweep.py's concurrency sweep or
 rate search), one row per point, until the sweep's stop rule or a point that ends it; the point the sweep's answer
-hinges on looked at longer where the run lengthens (tasks/measure/bounds.py), its row replaced by that look's."""
+hinges on looked at longer where the run lengthens (tasks/measure/bounds.py), its row replaced by that look's; not
+where a point of the server life (another wire's, another sweep's) already holds as fast."""
 
 from __future__ import annotations
 
@@ -56,6 +57,9 @@ def measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dic
             rows[index]["beyond_capacity"] = True  # held for the longer look, the load was more than it sustains
         return measurement
 
+    def held_rps() -> float:  # the server life's fastest ok point where the bound holds, this sweep's included
+        return life.best_holding_rps
+
     confirm = look_longer if lengthens(cell, config) else None
     first_load = config.workers if cell.mode == "concurrency-sweep" else cell.load
     base = ctx.load_settings(cell, mode=SWEEP_MODES[cell.mode], load=first_load)
@@ -63,13 +67,13 @@ def measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dic
     try:
         if cell.mode == "concurrency-sweep":
             result = concurrency_sweep(run_point, base, start=config.workers, max_concurrency=int(cell.load),
-                                       bound=bound_rule(config), confirm=confirm)
+                                       bound=bound_rule(config), confirm=confirm, held_rps=held_rps)
         else:
             rule = bound_rule(config)
             if rule is None:
                 raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when rate_search is on")
             result = rate_sweep(run_point, base, start_rps=cell.load, bound=rule, max_error_rate=config.max_error_rate,
-                                confirm=confirm)
+                                confirm=confirm, held_rps=held_rps)
         events["sweep"] = {"stop_reason": result.stop_reason, "best_load": result.best_load, "points": len(rows)}
     except _SweepStopped as exc:
         events["sweep"] = {"stop_reason": f"a point failed: {exc}"[:500], "best_load": None, "points": len(rows)}

@@ -97,3 +97,28 @@ def test_the_points_an_answer_hinges_on_are_looked_at_longer():
                                bound=BoundRule(3.0, looks=2), confirm=confirm("concurrency", 8000, 1000))
     # the fastest point that did not fail (concurrency 4, 1 of 30 slow: undecided) fails on its longer look
     assert looked == [4] and closed.stop_reason == "plan exhausted; concurrency 4 looked at longer: fails"
+
+
+def test_no_longer_look_where_a_point_of_the_server_life_already_holds_as_fast():
+    base = LoadSettings(duration_s=1, window_s=1, bounds_ms=(3.0, 10.0))
+    looked = []
+
+    def look(load: float, _first):
+        looked.append(load)
+        return _fake_point(1000, samples=1000)(replace(base, mode="rate", load=load))
+
+    # another wire of the server life holds at 850 req/s: the search's claim 10 % below ~887 could not beat it
+    rate = rate_sweep(_fake_point(1000, samples=30), replace(base, mode="rate", load=1), start_rps=100,
+                      bound=BoundRule(10.0, looks=2), resolution_pct=2, max_points=20, confirm=look,
+                      held_rps=lambda: 850.0)
+    assert looked == [] and rate.best_load is None and len(rate.points) <= 20
+    assert "a point of its server life holds at 850 req/s, no answer hinges on a slower one" in rate.stop_reason
+    # held at 700 req/s: the look at ~799 could beat it, and is taken
+    faster = rate_sweep(_fake_point(1000, samples=30), replace(base, mode="rate", load=1), start_rps=100,
+                        bound=BoundRule(10.0, looks=2), resolution_pct=2, max_points=20, confirm=look,
+                        held_rps=lambda: 700.0)
+    assert len(looked) == 1 and faster.best_load == looked[0] > 700
+    looked.clear()
+    closed = concurrency_sweep(_fake_point(8000, samples=30), base, concurrencies=[1, 2, 4],
+                               bound=BoundRule(3.0, looks=2), confirm=look, held_rps=lambda: 1e6)
+    assert looked == [] and closed.stop_reason.endswith("no answer hinges on a slower one")
