@@ -301,7 +301,7 @@ def attribution_nights(embedded_s3, tmp_path_factory):
     custom_runtime(roots / "agent", (wheel_line(cpu_agent_wheel(wheels)),))
     conn = embedded_s3.connection("serving_eval_s3")
     conf = fast_conf(bucket, models=["attr-mlp"], concurrencies=[2], duration_s=1.0, warmup_s=0.3, window_s=0.25,
-                     duet_min_pairs=3, duet_max_pairs=6, size_rounds=4, size_budget_s=60, fail_on_cell_failure=False)
+                     duet_min_pairs=3, duet_max_pairs=10, size_rounds=4, size_budget_s=60, fail_on_cell_failure=False)
     store = S3Store(bucket, "eval", conn)
     env = pytest.MonkeyPatch()  # module-scoped: the function-scoped `monkeypatch` fixture cannot serve it
     env.setenv("SERVING_EVAL_MODELS", str(specs))
@@ -336,6 +336,8 @@ def test_a_slower_model_beside_an_unrelated_package_names_the_model(attribution_
     assert cpu["verdict"] in REGRESSED and cpu["cause"] == "model", (cpu["verdict"], cpu.get("cause"))
     parts = cpu["attribution"]["parts"]
     (package,) = [name for name in parts if "se-inert" in name]
+    # no_effect needs the package's corrected interval wholly below the threshold: six pairs' (±3 % here, CI of
+    # 2026-12-05) could straddle it, so the fixture allows up to ten
     assert parts["model"]["effect"] == "effect" and parts[package]["effect"] == "no_effect", parts
 
 
