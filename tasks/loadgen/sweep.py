@@ -19,9 +19,9 @@ Stop rules, written down:
   at most STEP_DOWN below a rate that would have held.
 - a concurrency sweep's fastest point that does not fail gets a longer look too where it is undecided and faster
   than every point that holds (`confirm`: the answer "fastest within the bound" hinges on it).
-`confirm(load, first) -> Measurement | None` measures a point again for longer (None: that look did not count);
-`held_rps()` is the fastest throughput already holding outside the sweep (its server life's other points): a look
-that could not beat it changes no answer, so neither sweep takes it. A
+`LongerLook.confirm(load, first) -> Measurement | None` measures a point again for longer (None: that look did not
+count); `LongerLook.held_rps()` is the fastest throughput already holding outside the sweep (its server life's other
+points): a look that could not beat it changes no answer, so neither sweep takes it. A
 sweep records every point it ran, a longer look after its first; a point's pass/fail here only steers the sweep, and
 the points are still judged by `validate`.
 """
@@ -49,6 +49,14 @@ def _nothing_held() -> float:
 
 
 @dataclass(frozen=True)
+class LongerLook:
+    """How a sweep takes its longer looks: `confirm` measures a point again for longer, `held_rps` says how fast a
+    point outside the sweep already holds (no look below it)."""
+    confirm: Confirm
+    held_rps: Callable[[], float] = _nothing_held
+
+
+@dataclass(frozen=True)
 class SweepResult:
     points: tuple[tuple[float, Measurement], ...]  # (load, measurement) in the order they ran
     best_load: float | None  # highest concurrency before the stop, or highest passing rate
@@ -58,8 +66,7 @@ class SweepResult:
 def concurrency_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSettings, *,
                       concurrencies: Sequence[int] | None = None, start: int = 1,
                       max_concurrency: int = 256, bound: BoundRule | None = None,
-                      min_gain_pct: float = DEFAULT_MIN_GAIN_PCT, confirm: Confirm | None = None,
-                      held_rps: Callable[[], float] = _nothing_held) -> SweepResult:
+                      min_gain_pct: float = DEFAULT_MIN_GAIN_PCT, longer: LongerLook | None = None) -> SweepResult:
     if concurrencies is not None and (not concurrencies or any(not 1 <= c <= MAX_CONCURRENCY for c in concurrencies)):
         raise ConfigError("concurrencies", list(concurrencies), f"each must be from 1 to {MAX_CONCURRENCY}")
     if not 1 <= start <= max_concurrency <= MAX_CONCURRENCY:
@@ -81,8 +88,8 @@ def concurrency_sweep(run_point: Callable[[LoadSettings], Measurement], base: Lo
             break
         if m.throughput_rps > best_rps:
             best_rps, best_load = m.throughput_rps, c
-    if confirm is not None and bound is not None:
-        reason += _confirm_fastest(points, bound, confirm, held_rps())
+    if longer is not None and bound is not None:
+        reason += _confirm_fastest(points, bound, longer.confirm, longer.held_rps())
     return SweepResult(tuple(points), best_load, reason)
 
 
@@ -121,7 +128,7 @@ def doubling(start: int, limit: int) -> list[int]:
 def rate_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSettings, *, start_rps: float,
                bound: BoundRule, max_error_rate: float = 0.0,
                resolution_pct: float = 5.0, max_points: int = DEFAULT_MAX_POINTS,
-               confirm: Confirm | None = None, held_rps: Callable[[], float] = _nothing_held) -> SweepResult:
+               longer: LongerLook | None = None) -> SweepResult:
     if not start_rps > 0:
         raise ConfigError("start_rps", start_rps, "must be > 0 requests/s")
     if not 2 <= max_points <= 100:
@@ -154,7 +161,7 @@ def rate_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSetti
             else:
                 bad = mid
         reason = "resolution reached" if (bad - low) <= bad * resolution_pct / 100 else "max_points reached"
-    best, note = _claimed_rate(points, bound, max_error_rate, confirm and (confirm, measure, held_rps()))
+    best, note = _claimed_rate(points, bound, max_error_rate, longer and (longer.confirm, measure, longer.held_rps()))
     return SweepResult(tuple(points), best, reason + note)
 
 

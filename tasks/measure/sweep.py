@@ -8,7 +8,7 @@ from __future__ import annotations
 from tasks.core.errors import ConfigError
 from tasks.loadgen.measurement import Measurement
 from tasks.loadgen.settings import LoadSettings
-from tasks.loadgen.sweep import concurrency_sweep, rate_sweep
+from tasks.loadgen.sweep import LongerLook, concurrency_sweep, rate_sweep
 from tasks.measure.bounds import bound_rule
 from tasks.measure.context import ServerLife, SessionContext, not_measured
 from tasks.measure.point import SERVER_FAILED, lengthen_point, measure_point
@@ -60,20 +60,20 @@ def measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dic
     def held_rps() -> float:  # the server life's fastest ok point where the bound holds, this sweep's included
         return life.best_holding_rps
 
-    confirm = look_longer if lengthens(cell, config) else None
+    longer = LongerLook(look_longer, held_rps) if lengthens(cell, config) else None
     first_load = config.workers if cell.mode == "concurrency-sweep" else cell.load
     base = ctx.load_settings(cell, mode=SWEEP_MODES[cell.mode], load=first_load)
     events = life.timeline["cells"].setdefault(cell.cell_id, {})
     try:
         if cell.mode == "concurrency-sweep":
             result = concurrency_sweep(run_point, base, start=config.workers, max_concurrency=int(cell.load),
-                                       bound=bound_rule(config), confirm=confirm, held_rps=held_rps)
+                                       bound=bound_rule(config), longer=longer)
         else:
             rule = bound_rule(config)
             if rule is None:
                 raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when rate_search is on")
             result = rate_sweep(run_point, base, start_rps=cell.load, bound=rule, max_error_rate=config.max_error_rate,
-                                confirm=confirm, held_rps=held_rps)
+                                longer=longer)
         events["sweep"] = {"stop_reason": result.stop_reason, "best_load": result.best_load, "points": len(rows)}
     except _SweepStopped as exc:
         events["sweep"] = {"stop_reason": f"a point failed: {exc}"[:500], "best_load": None, "points": len(rows)}
