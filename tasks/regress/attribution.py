@@ -34,7 +34,7 @@ import math
 import re
 import shutil
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tasks.core.metrics import bad_sign
@@ -214,14 +214,21 @@ def part_effect(judged: dict, threshold: float, direction: float) -> str:
     return "undecided"
 
 
+def attribution_tests(night_tests: int, parts: int) -> int:
+    """The number of tests a night with `parts` parts taken apart is corrected for: the night's duet tests and one
+    per part and metric. The parts' duets stop adding pairs on this count too, so that a duet never stops on a
+    laxer alpha than its part is judged at."""
+    return max(1, night_tests) + parts * len(DUET_METRICS)
+
+
 def attribute(whole_pairs: list[dict], part_pairs: dict[str, list[dict] | str], thresholds: DuetThresholds,
               tests: int) -> dict:
     """Per metric: each part's effect (or why it could not be measured) and the cause of the whole change.
-    `part_pairs`: part name -> its hybrid duet's trusted pairs, or the reason it has none."""
+    `part_pairs`: part name -> its hybrid duet's trusted pairs, or the reason it has none; `tests`: the night's."""
     from scipy import stats  # lazy: scipy (about 0.3 s) only when parts are judged
 
     measured = {name: pairs for name, pairs in part_pairs.items() if not isinstance(pairs, str)}
-    tests = max(1, tests) + len(part_pairs) * len(DUET_METRICS)
+    tests = attribution_tests(tests, len(part_pairs))
     judged = {name: {j["metric"]: j for j in judge_pairs(pairs, thresholds, tests)} for name, pairs in
               measured.items()}
     whole = {j["metric"]: j for j in judge_pairs(whole_pairs, thresholds, tests)}
@@ -305,9 +312,10 @@ def attribute_group(records: list[dict], group: dict, night: Night) -> None:
     sub = {**group, "points": [group["points"][i] for i in detected]}
     root = Path(night.started["run"].get("run_dir") or ".") / "hybrids" / group["duet_id"]
     part_pairs: dict[str, list[dict] | str] = {}
+    corrected = replace(night, tests=attribution_tests(night.tests, len(parts)))
     try:
         for i, part in enumerate(parts):
-            measured = _part_duet(group, sub, i, part, (folders[0], folders[1]), root, night)
+            measured = _part_duet(group, sub, i, part, (folders[0], folders[1]), root, corrected)
             group["attribution"]["duets"].append({"part": part.name, "measured": measured})
             part_pairs[part.name] = measured
     finally:

@@ -126,3 +126,23 @@ def test_a_part_whose_hybrid_could_not_be_served_is_unconfirmed_with_the_reason(
     found = judged["metrics"]["throughput_rps"]
     assert found["parts"]["custom: x"] == {"effect": "unconfirmed", "reason": "pip could not resolve the mixed pins"}
     assert found["cause"].startswith("unconfirmed: custom: x (pip could not")
+
+
+
+def test_a_part_duet_that_stops_as_decided_is_judged_decided():
+    """The parts' duets stop adding pairs on the count of tests their parts are judged at (`attribution_tests`):
+    an inert part's duet that stops is `no_effect`, never `undecided`. On the night's own, laxer count such a duet
+    (its pairs as noisy as the p99's floor, so every metric decides at about the same count) stops too early."""
+    from tasks.regress.attribution import attribution_tests
+    from tasks.regress.duet import decided
+
+    early = 0
+    for n in range(3, 61):
+        package = pairs_of(1.0, 0.06, n)
+        judged = attribute(pairs_of(0.7, 0.005, 6), {"model": pairs_of(0.7, 0.005, n), "package": package},
+                           THRESHOLDS, tests=4)
+        effect = judged["metrics"]["server_cpu_us_per_request"]["parts"]["package"]["effect"]
+        if decided(package, THRESHOLDS, attribution_tests(4, 2)):
+            assert effect == "no_effect", (n, judged["metrics"]["server_cpu_us_per_request"]["parts"]["package"])
+        early += decided(package, THRESHOLDS, 4) and effect == "undecided"
+    assert early, "the night's own count never stopped early on these pairs: the test shows nothing"
