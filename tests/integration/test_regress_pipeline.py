@@ -6,7 +6,6 @@ control's A/A pair; where two inputs changed, the one that carries the slowdown 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -219,9 +218,10 @@ def test_the_same_model_in_a_file_with_another_hash_is_no_regression(duet_nights
 
 
 def alone_in_turns(group: dict, store: S3Store | None, rounds: int = 10) -> dict:
-    """This test's own ruler of a duet group's change in server CPU per request: both sides' servers up, each
-    loaded alone in turn (a random order each round, the servers kept warm: another method than the pipeline's
-    fresh servers); the size over the rounds with its interval, as tasks/regress/size.py reads rounds."""
+    """This test's own ruler of a duet group's change in server CPU per request: in each round each side alone on a
+    fresh server, in a random order, through the serving and load functions directly (not tasks/measure/
+    interleaved.py); the size over the rounds with its interval, as tasks/regress/size.py reads rounds. Fresh, as
+    the pipeline's are: servers kept warm across rounds read a smaller change (docs/regressions.md)."""
     import random
 
     from tasks.loadgen.measurement import server_cpu
@@ -240,19 +240,18 @@ def alone_in_turns(group: dict, store: S3Store | None, rounds: int = 10) -> dict
     sides = {label: side_from_inputs(label, group[label]["inputs"], "custom", "process", store, budget.cpu_count)
              for label in ("reference", "candidate")}
     measured = []
-    with tempfile.TemporaryDirectory(prefix="alone-") as scratch, contextlib.ExitStack() as stack:
-        lives = {label: stack.enter_context(server_session(
-            side.server, side.artifact, side.spec, ProcessLauncher(),
-            SessionSettings("alone", f"alone.{label}", Path(scratch), cpus=budget.cpus)))
-            for label, side in sides.items()}
-        order = random.Random(7)
-        for _ in range(rounds):
+    order = random.Random(7)
+    with tempfile.TemporaryDirectory(prefix="alone-") as scratch:
+        for i in range(rounds):
             cpu = {}
-            for label in order.sample(list(lives), 2):
-                live = lives[label]
-                measurement, _ = run_load_point(live.endpoint, sides[label].spec, load,
-                                                Path(tempfile.mkdtemp(dir=scratch)), cpus=budget.generator_cpus,
-                                                server=LiveServerWindowReader(ServerReader(live.handle)))
+            for label in order.sample(list(sides), 2):
+                side = sides[label]
+                with server_session(side.server, side.artifact, side.spec, ProcessLauncher(),
+                                    SessionSettings("alone", f"alone.{label}.{i}", Path(scratch),
+                                                    cpus=budget.cpus)) as live:
+                    measurement, _ = run_load_point(live.endpoint, side.spec, load,
+                                                    Path(tempfile.mkdtemp(dir=scratch)), cpus=budget.generator_cpus,
+                                                    server=LiveServerWindowReader(ServerReader(live.handle)))
                 cpu[label] = {"server_cpu_us_per_request": server_cpu(measurement, None)[1]}
             measured.append({"sides": cpu})
     return size_metric(measured, "server_cpu_us_per_request", "concurrency")
@@ -261,10 +260,10 @@ def alone_in_turns(group: dict, store: S3Store | None, rounds: int = 10) -> dict
 @pytest.mark.integration
 def test_a_known_slower_model_is_a_regression_naming_the_changed_input_sized_alone(duet_nights):
     # The hidden layer 4 times as wide, the same inputs and outputs: +52.7 % [+50.7, +54.8] CPU per request over 12
-    # rounds here (2026-12-06; this test's ruler +48.1 % [+43.9, +52.4]), but that day's CI read +20.7 %
-    # [+2.3, +42.5] over 8 (a noisier host), across the 5 % minimum effect: the size gets the default 12 rounds.
-    # A wider step is no cure: at hidden 2048 the pipeline's fresh servers read +241 to +246 % and this test's warm
-    # ones +225 %, intervals barely meeting.
+    # rounds here (2026-12-06), but that day's CI read +20.7 % [+2.3, +42.5] over 8 (a noisier host), across the
+    # 5 % minimum effect: the size gets the default 12 rounds. A wider step is no cure: servers kept warm read
+    # smaller changes than fresh ones, by more on wider steps, so this test's ruler uses fresh servers too
+    # (docs/regressions.md).
     summary, regressions = duet_nights(3, 1024, 0)
     records = {r["metric"]: r for r in regressions["records"] if r.get("kind") == "duet"}
     cpu = records["server_cpu_us_per_request"]
