@@ -259,11 +259,9 @@ def alone_in_turns(group: dict, store: S3Store | None, rounds: int = 10) -> dict
 
 @pytest.mark.integration
 def test_a_known_slower_model_is_a_regression_naming_the_changed_input_sized_alone(duet_nights):
-    # The hidden layer 4 times as wide, the same inputs and outputs: +52.7 % [+50.7, +54.8] CPU per request over 12
-    # rounds here (2026-12-06), but that day's CI read +20.7 % [+2.3, +42.5] over 8 (a noisier host), across the
-    # 5 % minimum effect: the size gets the default 12 rounds. A wider step is no cure: servers kept warm read
-    # smaller changes than fresh ones, by more on wider steps, so this test's ruler uses fresh servers too
-    # (docs/regressions.md).
+    # The hidden layer 4 times as wide, the same inputs and outputs: about +50 % CPU per request here. The size gets
+    # the default 12 rounds: on a noisy host 8 rounds' interval can reach below the 5 % minimum effect. A wider step
+    # is no cure: warm servers read smaller changes than fresh ones, by more on wider steps (docs/regressions.md).
     summary, regressions = duet_nights(3, 1024, 0)
     records = {r["metric"]: r for r in regressions["records"] if r.get("kind") == "duet"}
     cpu = records["server_cpu_us_per_request"]
@@ -342,8 +340,8 @@ def test_a_slower_model_beside_an_unrelated_package_names_the_model(attribution_
     parts = cpu["attribution"]["parts"]
     (package,) = [name for name in parts if "se-inert" in name]
     # no_effect needs the package's interval, corrected for the parts' tests too, wholly below the 2.5 % threshold:
-    # with a pair's CPU ratio spread of about 2.3 % (CI of 2026-12-05), ten pairs' interval (±2.5 %) straddles it
-    # half the time (CI of 2026-12-06), 24 pairs' (about ±1.4 %) rarely. The duet stops earlier where it decides.
+    # at a pair's CPU-ratio spread of about 2.3 %, ten pairs' interval (about ±2.5 %) straddles it half the time, the
+    # fixture's 24 pairs' (about ±1.4 %) rarely. The duet stops earlier where it decides.
     assert parts["model"]["effect"] == "effect" and parts[package]["effect"] == "no_effect", parts
 
 

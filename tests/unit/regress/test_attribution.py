@@ -7,13 +7,14 @@ import pytest
 
 from tasks.regress.attribution import (
     attribute,
+    attribution_tests,
     change_parts,
     hybrid_inputs,
     make_hybrid_folder,
     mixed_requirements,
     requirement_lines,
 )
-from tasks.regress.duet import DuetThresholds
+from tasks.regress.duet import DuetThresholds, decided
 from tests.unit.regress.test_duet import pairs_of
 
 REFERENCE_REQUIREMENTS = "# the custom runtime\nonnxruntime==1.32.0\nfastapi==0.115.0  # the app\n"
@@ -128,14 +129,10 @@ def test_a_part_whose_hybrid_could_not_be_served_is_unconfirmed_with_the_reason(
     assert found["cause"].startswith("unconfirmed: custom: x (pip could not")
 
 
-
 def test_a_part_duet_that_stops_as_decided_is_judged_decided():
     """The parts' duets stop adding pairs on the count of tests their parts are judged at (`attribution_tests`):
     an inert part's duet that stops is `no_effect`, never `undecided`. On the night's own, laxer count such a duet
     (its pairs as noisy as the p99's floor, so every metric decides at about the same count) stops too early."""
-    from tasks.regress.attribution import attribution_tests
-    from tasks.regress.duet import decided
-
     early = 0
     for n in range(3, 61):
         package = pairs_of(1.0, 0.06, n)
