@@ -29,11 +29,13 @@ from tasks.plan.config import (
     LAUNCHERS,
     MAX_BATCH_SIZE,
     MAX_DUET_PAIRS,
+    MAX_NIGHT_BUDGET_S,
     MAX_QUIET_WAIT_S,
     MAX_READY_TIMEOUT_S,
     MAX_RECORD_NIGHTS,
     MAX_SIZE_BUDGET_S,
     MAX_SIZE_ROUNDS,
+    MIN_NIGHT_BUDGET_S,
     PROTOCOLS,
     RUN_MODES,
     SSE_MODES,
@@ -219,6 +221,13 @@ def _connection(conn_id: str):
                                                "+-5 % here", section="Outcome"),
         "size_budget_s": suite_param("number", exclusiveMinimum=0, maximum=MAX_SIZE_BUDGET_S,
                                      title="Measuring time that sizes one changed cell, s", section="Outcome"),
+        "night_budget_s": suite_param("number", minimum=MIN_NIGHT_BUDGET_S, maximum=MAX_NIGHT_BUDGET_S,
+                                      title="The night's budget, s",
+                                      description="the plan estimates every stage and fits the night into this, "
+                                                  "the cells the answers rest on first; what does not fit is "
+                                                  "deferred to a later night (each cell measured at least once "
+                                                  "every K nights, K shown); the nightly suite sets one hour",
+                                      section="What to measure"),
         "price_per_core_hour": suite_param("number", minimum=0, title="Price of a CPU core-hour",
                                            description="in any currency: the report shows the price of a million "
                                                        "inferences at each stack's cheapest point within the p99 "

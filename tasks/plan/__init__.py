@@ -8,6 +8,7 @@ and cells, spread over the measuring hosts.
     hosts.py     the measuring hosts: one queue and one one-slot pool each
     tune.py      the serving-configuration search and what one configuration costs
     capacity.py  how many measuring hosts a nightly matrix needs for a window
+    night.py     the night's budget: each stage's planned cost, what fits in the order of classes, the clock
 """
 
 from tasks.core.faces import lazy_exports

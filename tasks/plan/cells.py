@@ -149,11 +149,14 @@ def expected_rows(sessions: list[Session], rows: list[dict]) -> int:
 
 @dataclass(frozen=True)
 class Plan:
-    """What a run measures: its resolved configuration, the conversions, the server sessions."""
+    """What a run measures: its resolved configuration, the conversions, the server sessions, and the night's budget
+    (`night`, tasks/plan/night.py: what each stage is planned to cost, which cells were deferred and why; empty
+    without Param night_budget_s)."""
 
     config: RunConfig
     conversions: list[dict]
     sessions: list[Session]
+    night: dict = field(default_factory=dict)
 
     @property
     def cells(self) -> list[Cell]:
@@ -161,13 +164,13 @@ class Plan:
 
     def to_dict(self) -> dict:
         return {"config": self.config.to_dict(), "conversions": self.conversions,
-                "sessions": [s.to_dict() for s in self.sessions]}
+                "sessions": [s.to_dict() for s in self.sessions], "night": self.night}
 
     @classmethod
     def from_dict(cls, data: dict) -> Plan:
         """The plan as the plan step wrote it (plan.json, or the plan task's XCom): nothing is resolved again."""
         return cls(RunConfig.from_dict(data["config"]), list(data["conversions"]),
-                   [Session.from_dict(s) for s in data["sessions"]])
+                   [Session.from_dict(s) for s in data["sessions"]], dict(data.get("night") or {}))
 
 
 def check_tune_budget(config: RunConfig, model: str, fmt: str, server: str, cells: list[Cell]) -> None:

@@ -42,6 +42,11 @@ MAX_SIZE_ROUNDS = 40
 MAX_SIZE_BUDGET_S = 7200.0
 MAX_QUIET_WAIT_S = 600.0  # the longest a contended point waits for the host to quiet before its re-measurement
 MAX_RECORD_NIGHTS = 120  # the most nights a stack's record counts (the regression check reads as many)
+MAX_NIGHT_BUDGET_S = 86400.0  # a night's budget: at most a day (the schedule runs one a day)
+MIN_NIGHT_BUDGET_S = 60.0  # below a minute no server session fits
+# What a night measures first when its budget cannot hold the whole matrix (tasks/plan/night.py): the cells the
+# answers rest on, then the rest of the sweeps, the other wires, overload and recovery, the rest. A suite may reorder.
+NIGHT_CLASSES = ("answers", "sweeps", "wires", "overload", "rest")
 
 
 def param_names() -> list[str]:
@@ -138,6 +143,10 @@ class RunConfig:
     # changed load point (0: not sized, the verdict says "size uncertain"), within size_budget_s of measuring time
     size_rounds: int = 12
     size_budget_s: float = 600.0
+    # the whole night's budget (tasks/plan/night.py): the plan estimates every stage and defers what does not fit, in
+    # the order `night_order`, to a later night (rolling coverage); None: no budget, every planned cell runs
+    night_budget_s: float | None = None
+    night_order: tuple[str, ...] = NIGHT_CLASSES
     hosts: tuple[str, ...] | None = None  # the run's measuring hosts (plan/hosts.py); None: every deployed one
     overload: bool = False  # after capacity is known, bursts at 1.5x and 3x it and the recovery (loadgen/overload.py)
     price_per_core_hour: float | None = None  # a CPU core-hour's price (tasks/core/cost.py); None: no money shown
@@ -168,7 +177,7 @@ class RunConfig:
         if str(values.get("control_cell", "")).lower() in ("none", "off"):
             values["control_cell"] = None  # "none" turns the control off (a null means "the suite's, or default")
         for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates", "hosts", "protocols",
-                     "notify"):
+                     "notify", "night_order"):
             if name in values:
                 if isinstance(values[name], (str, int, float)):
                     values[name] = [values[name]]
@@ -269,6 +278,7 @@ class RunConfig:
         if isinstance(self.size_budget_s, bool) or not (isinstance(self.size_budget_s, (int, float))
                                                          and 0 < self.size_budget_s <= MAX_SIZE_BUDGET_S):
             raise ConfigError("size_budget_s", self.size_budget_s, f"must be > 0 and <= {MAX_SIZE_BUDGET_S:g} s")
+        self.check_night()
         if self.control_cell is not None:
             model, fmt, server = parse_control(self.control_cell)
             for name, value, allowed in (("model", model, model_names()), ("format", fmt, FORMATS),
@@ -282,6 +292,18 @@ class RunConfig:
             raise ConfigError("overload", self.overload, "must be true or false")
         self.prices()  # a price that is not a number >= 0 is refused here, naming its Param
         self.check_notify()
+
+    def check_night(self) -> None:
+        """The night's budget and the order its classes of cells are measured in (tasks/plan/night.py)."""
+        budget = self.night_budget_s
+        if budget is not None and (isinstance(budget, bool) or not (
+                isinstance(budget, (int, float)) and MIN_NIGHT_BUDGET_S <= budget <= MAX_NIGHT_BUDGET_S)):
+            raise ConfigError("night_budget_s", budget, f"must be from {MIN_NIGHT_BUDGET_S:g} to "
+                                                        f"{MAX_NIGHT_BUDGET_S:g} s, or null (no budget)")
+        order = self.night_order
+        if sorted(order) != sorted(NIGHT_CLASSES) or len(set(order)) != len(order):
+            raise ConfigError("night_order", list(order), f"must name each of {list(NIGHT_CLASSES)} once, in the "
+                                                          "order a night measures them")
 
     def check_notify(self) -> None:
         """The notification Params' shapes (whether each connection exists and is of a kind that sends is checked by
