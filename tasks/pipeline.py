@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,9 +34,12 @@ from tasks.measure.session import host_run, measure_session
 from tasks.plan.cells import Plan, Session, expected_rows, make_plan, rows_of
 from tasks.plan.config import RunConfig
 from tasks.plan.hosts import check_worker_host, is_distributed, sessions_of
+from tasks.plan.night import NightClock, fit_night, night_lines, night_outcome, span, start_clock
+from tasks.plan.past_nights import past_nights
 from tasks.regress.check import judge_run
 from tasks.regress.duets import REFERENCES_FILE, merge_duets, references_json, run_duets
 from tasks.regress.references import row_inputs
+from tasks.report.coverage import carried_rows
 from tasks.report.findings import is_news, mark_announced, night_findings
 from tasks.report.message import night_message, report_link, watchdog_message
 from tasks.report.notify import (
@@ -82,20 +87,38 @@ def run_plan(started: dict) -> Plan:
 def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionFields) -> dict:
     """The plan step: check every input that can be checked without converting (Params and their cross-field
     rules, model specs, bring-your-own source files: presence, shape, `sha256`), the work folder and the store,
-    then expand the plan. Bad input raises here, naming the model and field; nothing is converted or started."""
+    then expand the plan and, with Param night_budget_s, fit it into the night's budget (tasks/plan/night.py: the
+    suite's last nights on this host read from the store). Bad input raises here, naming the model and field;
+    nothing is converted or started."""
+    begin = time.time()
     plan = plan_run(params, conn)
     config = plan.config
     check = check_run_host(config)
     for line in describe(check):  # the nightly's first task logs the host it plans on
         print(f"host check: {line}", flush=True)
     directory = prepare_run_dir(run_id)
-    result_store(config, conn).check()
+    store = result_store(config, conn)
+    store.check()
+    host = collect_host_metadata()
+    plan = fit_plan(plan, store, host, logical_date)
+    plan = replace(plan, night=start_clock(plan.night, begin))
+    for line in night_lines(plan.night):
+        print(f"night: {line}", flush=True)
     run = {
         "run_id": run_id, "logical_date": logical_date, "started_at": now_iso(), "schema_version": SCHEMA_VERSION,
-        "run_dir": str(directory), "host": collect_host_metadata(), "code": collect_code_metadata(),
-        "host_check": check.to_dict()["findings"],
+        "run_dir": str(directory), "host": host, "code": collect_code_metadata(),
+        "host_check": check.to_dict()["findings"], "plan_clock": {"begin": begin, "end": time.time()},
     }
     return {"run": run, **plan.to_dict()}
+
+
+def fit_plan(plan: Plan, store: S3Store | None, host: dict, logical_date: str | None) -> Plan:
+    """The plan fitted into Param night_budget_s from the suite's last nights on this host (unchanged without it;
+    without a store, on a first night's defaults)."""
+    if plan.config.night_budget_s is None:
+        return plan
+    nights = past_nights(store, plan.config.suite, host, before=logical_date) if store is not None else []
+    return fit_night(plan, nights)
 
 
 def plan_run(params: dict, conn: ConnectionFields) -> Plan:
@@ -145,7 +168,15 @@ def convert_step(conversion: dict, log=print, conn: ConnectionFields | None = No
                  store: S3Store | None = None) -> dict:
     """Convert one (model, format); a failure is returned as data (`error`), a host that cannot make the format
     as `skipped` (its reason, e.g. TensorRT without a GPU), never raised. `conn` fetches s3:// sources;
-    `store` shares artifacts under its `artifacts/` prefix."""
+    `store` shares artifacts under its `artifacts/` prefix. Its `seconds` and `clock` say how long it took (the
+    night's estimates read them: tasks/plan/estimates.py)."""
+    begin = time.time()
+    out = _convert(conversion, log, conn, store)
+    end = time.time()
+    return {**out, "seconds": round(end - begin, 2), "clock": {"begin": begin, "end": end}}
+
+
+def _convert(conversion: dict, log, conn: ConnectionFields | None, store: S3Store | None) -> dict:
     model, fmt = conversion["model"], conversion["format"]
     try:
         spec = load_spec(model)
@@ -183,7 +214,8 @@ def measure_in_run(session: dict, conversions: list[dict], started: dict, conn: 
                     "timeline": {"session_id": planned.session_id, "server": planned.server,
                                  "host": run["measuring_host"], "cells": {}, "refused": str(exc)[:1000]}}
     store = result_store(config, conn) if config.share_artifacts and conn is not None else None
-    return measure_session(planned, conversions, started["run"], config, store=store)
+    return measure_session(planned, conversions, started["run"], config, store=store,
+                           clock=NightClock.of(started.get("night") or {}))
 
 
 def host_sessions(started: dict, host: str) -> list[dict]:
@@ -192,39 +224,56 @@ def host_sessions(started: dict, host: str) -> list[dict]:
 
 
 def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
-    """One row per planned cell: rows the sessions returned, and `failed` rows for any session that died."""
+    """One row per planned cell: rows the sessions returned, and `failed` rows for any session that died; the cells
+    the night's clock deferred (no row) in `deferred`."""
     run = started["run"]
-    rows, timelines, tuning = [], [], []
+    rows, timelines, tuning, deferred = [], [], [], []
     for out in session_outputs:
         if out:
             rows += out["rows"]
             timelines += out.get("timelines") or [out["timeline"]]
+            deferred += out.get("deferred") or []
             if out.get("tuning"):
                 tuning.append(out["tuning"])
+    later = {d["cell_id"] for d in deferred}
     for cell in run_plan(started).cells:
-        if not rows_of(cell, rows):
+        if cell.cell_id not in later and not rows_of(cell, rows):
             reason = "the server session task failed before returning results"
             rows.append(not_measured(run, cell, "failed", reason))
     finished = now_iso()
     for row in rows:
         row["finished_at"] = finished
-    return {"rows": rows, "timelines": timelines, "tuning": tuning}
+    return {"rows": rows, "timelines": timelines, "tuning": tuning, "deferred": deferred}
+
+
+def measured_sessions(started: dict, collected: dict) -> list[Session]:
+    """The planned sessions less the cells the night's clock deferred (they owe no row)."""
+    later = {d["cell_id"] for d in collected.get("deferred") or []}
+    sessions = [replace(s, cells=tuple(c for c in s.cells if c.cell_id not in later))
+                for s in run_plan(started).sessions]
+    return [s for s in sessions if s.cells]
 
 
 def validate_step(started: dict, collected: dict, conversions: list[dict]) -> dict:
+    begin = time.time()
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
-    expected = expected_rows(run_plan(started).sessions, collected["rows"])  # a sweep cell: one row per measured point
-    return validate_run(to_frame(collected["rows"]), parity, expected)
+    expected = expected_rows(measured_sessions(started, collected), collected["rows"])  # a sweep: a row a point
+    validation = validate_run(to_frame(collected["rows"]), parity, expected)
+    return {**validation, "clock": {"begin": begin, "end": time.time()}}
 
 
 def regress_step(started: dict, collected: dict, conversions: list[dict], conn: ConnectionFields) -> dict:
     """Each cell's inputs against its reference night's (same cell key, same host, earlier logical dates, exclusions
     left out) and the control's history; the changed cells' duets still need `duet_step`."""
+    begin = time.time()
     plan = run_plan(started)
+    # tonight's deferred cells, planned and cut by the clock, are neither missing nor judged
+    plan = replace(plan, night={**plan.night, "deferred": [*(plan.night.get("deferred") or []),
+                                                           *(collected.get("deferred") or [])]})
     parity_now = [c["parity"] for c in conversions if c and c.get("parity")]
     regressions = judge_run(result_store(plan.config, conn), started["run"], collected["rows"], parity_now, plan)
     keep_references(regressions)
-    return regressions
+    return {**regressions, "clock": {"begin": begin, "end": time.time()}}
 
 
 def keep_references(regressions: dict) -> None:
@@ -245,12 +294,19 @@ def duet_step(started: dict, conversions: list[dict], regressions: dict, host: s
     if host is not None:
         check_worker_host(host)
     store = result_store(plan.config, conn) if conn is not None else None
-    return run_duets(started, conversions, regressions, host=host, store=store)
+    begin = time.time()
+    out = run_duets(started, conversions, regressions, host=host, store=store)
+    return {**out, "duet_clock": {"begin": begin, "end": time.time()}}
 
 
 def merge_duet_parts(regressions: dict, parts: list[dict | None]) -> dict:
-    """The regression record as published: the per-host duets put together (tasks/regress/duets.py)."""
-    return merge_duets(regressions, list(parts))
+    """The regression record as published: the per-host duets put together (tasks/regress/duets.py), and when their
+    work began and ended (`duet_clock`, the night's stage `regress`)."""
+    merged = merge_duets(regressions, list(parts))
+    clocks = [p["duet_clock"] for p in parts if p and p.get("duet_clock")]
+    if clocks:
+        merged["duet_clock"] = {"begin": min(c["begin"] for c in clocks), "end": max(c["end"] for c in clocks)}
+    return merged
 
 
 def run_status(collected: dict, validation: dict) -> str:
@@ -280,7 +336,9 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     """Write the run folder to the store (manifest last, latest after) and return a short summary. Runs an older
     version published in the old folder layout are moved to the new one first (tasks/store/migrate.py), so that
     after the first night on schema 1.4 the store holds one layout."""
-    config = run_plan(started).config
+    begin = time.time()
+    plan = run_plan(started)
+    config = plan.config
     run = started["run"]
     frame = to_frame(collected["rows"])
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
@@ -289,6 +347,9 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     store = result_store(config, conn)
     for move in migrate_layout(store):
         print(move.describe(), flush=True)
+    night = night_outcome(plan.night, collected.get("deferred") or [],
+                          stage_clocks(started, collected, conversions, validation, regressions, begin), time.time())
+    carried = carried_rows(store, night.get("deferred") or []) if night else []
     hosts = measuring_hosts(collected["rows"])
     # the host of the run: where it measured when that is one kind of machine (the plan's host otherwise)
     host = next(iter(hosts.values())) if len({host_fingerprint(h) for h in hosts.values()}) == 1 else run["host"]
@@ -304,13 +365,15 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
         **({"tuning.json": _json({"schema_version": SCHEMA_VERSION, "searches": collected["tuning"]})}
            if collected.get("tuning") else {}),
         "logs/conversions.json": _json(conversions),
-        "plan.json": _json({k: started[k] for k in ("config", "conversions", "sessions")}),
+        "plan.json": _json({**{k: started[k] for k in ("config", "conversions", "sessions")}, "night": night}),
+        **({"night.json": _json(night)} if night else {}),
+        **({"carried.parquet": to_parquet_bytes(to_frame(carried))} if carried else {}),
     }
     identity = {"run_id": run["run_id"], "logical_date": run["logical_date"], "status": status,
                 "provenance": provenance}
     files["trend.json"] = _json(build_trend(store, rows=frame_records(frame), **identity))
     tonight = RecordNight(run["run_id"], run["logical_date"], status, started["sessions"], frame_records(frame),
-                          regressions["records"])
+                          regressions["records"], night)
     files["record.json"] = _json(build_record(store, tonight, config.suite, host, config.record_nights))
     # The report is rendered from the published bytes alone, as `rebuild_report` does from the store.
     files["report.html"] = render_report(PublishedRun.from_files(files, identity)).encode()
@@ -334,6 +397,15 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
         "aws_conn_id": config.aws_conn_id, "s3_prefix": config.s3_prefix, "run_id": run["run_id"],
         "logical_date": run["logical_date"],
     }
+
+
+def stage_clocks(started: dict, collected: dict, conversions: list[dict], validation: dict, regressions: dict,
+                 publish_begin: float) -> dict[str, dict | None]:
+    """Each stage's wall-clock begin and end, as its step recorded them (the night's actual seconds per stage)."""
+    tasks = [{"begin": t.get("task_begin"), "end": t.get("task_end")} for t in collected.get("timelines") or [] if t]
+    return {"plan": started["run"].get("plan_clock"), "conversions": span([c.get("clock") for c in conversions if c]),
+            "measure": span(tasks), "validate": validation.get("clock"), "regress_check": regressions.get("clock"),
+            "regress": regressions.get("duet_clock"), "publish": {"begin": publish_begin, "end": time.time()}}
 
 
 def keep_runtimes(store: S3Store, rows: list[dict]) -> None:
@@ -438,7 +510,8 @@ def run_pipeline(params: dict, *, run_id: str, logical_date: str, conn: Connecti
         measured = []
         for session in plan.sessions:
             interrupts.check()  # a stop whose KeyboardInterrupt was lost must not reach the publish step
-            measured.append(measure_session(session, converted, started["run"], plan.config))
+            measured.append(measure_session(session, converted, started["run"], plan.config,
+                                            clock=NightClock.of(plan.night)))
         collected = collect_results(started, measured)
         validation = validate_step(started, collected, converted)
         regressions = duet_step(started, converted, regress_step(started, collected, converted, conn), conn=conn)

@@ -15,10 +15,13 @@ from datetime import UTC, datetime
 
 from tasks.cli.output import EXIT_NOT_OK, EXIT_OK, print_summary
 from tasks.core.errors import ConfigError
+from tasks.core.metadata import collect_host_metadata
 from tasks.core.results import to_frame
-from tasks.pipeline import RunFailed, check_outcome, plan_run, run_pipeline, run_problems
+from tasks.pipeline import RunFailed, check_outcome, fit_plan, plan_run, result_store, run_pipeline, run_problems
 from tasks.plan.capacity import measuring_estimate_s
+from tasks.plan.cells import Plan
 from tasks.plan.config import RunConfig
+from tasks.plan.night import night_lines
 from tasks.store.s3 import connection_from_env
 
 
@@ -69,7 +72,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """The cells a run of this suite/conf would measure, checked exactly as a run's plan step checks them (Params,
     specs, bring-your-own files and their `sha256`); nothing is converted, started or published."""
     params = conf_params(args.suite, args.conf)
-    plan = plan_run(params, connection_from_env(RunConfig.from_params(params).aws_conn_id))
+    conn = connection_from_env(RunConfig.from_params(params).aws_conn_id)
+    plan = plan_run(params, conn)
+    plan, note = budget_plan(plan, conn)
     if args.json:
         print(json.dumps({"suite": plan.config.suite, **plan.to_dict()}, indent=2, sort_keys=True))
         return EXIT_OK
@@ -84,12 +89,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
              f"{plan.config.max_point_s:g} s) add at most {typical_s / 60:.0f} min at one look a lengthening cell, "
              f"{most_s / 60:.0f} min at the most looks"
              if plan.config.max_point_s is not None else ""))
+    if plan.night:
+        print(f"the night's budget ({note}):")
+        for line in night_lines(plan.night):
+            print(f"  {line}")
+    classes = plan.night.get("classes") or {}
     for session in plan.sessions:
         print(f"session {session.session_id}")
         for cell in session.cells:
             wire = f"{cell.wire or 'json'}: {cell.protocol}" if not cell.skip else f"skipped: {cell.skip}"
-            print(f"  {cell.cell_id:<66} {wire}")
+            klass = f" [{classes[cell.cell_id]}]" if cell.cell_id in classes else ""
+            print(f"  {cell.cell_id:<66} {wire}{klass}")
+    deferred = plan.night.get("deferred") or []
+    if deferred:
+        print(f"deferred to a later night ({len(deferred)} cells):")
+        for item in deferred:
+            when = f"last measured {item['last_logical_date'][:10]}" if item.get("last_run_id") else "never measured"
+            print(f"  {item['cell_id']:<66} [{item['class']}] {when}{'; past K' if item.get('overdue') else ''}")
     return EXIT_OK
+
+
+def budget_plan(plan: Plan, conn) -> tuple[Plan, str]:
+    """The plan fitted into its night's budget from the store's last nights on this host, as the run's plan step
+    would fit it, and what the estimates rest on; without the store, on a first night's defaults."""
+    if plan.config.night_budget_s is None:
+        return plan, ""
+    try:
+        store = result_store(plan.config, conn)
+        store.check()
+    except Exception as exc:  # noqa: BLE001 - a dry run without its store: the first night's defaults, said so
+        return fit_plan(plan, None, collect_host_metadata(), None), f"the store did not answer ({exc}); defaults"
+    return fit_plan(plan, store, collect_host_metadata(), None), f"estimated from {store.describe()}"
 
 
 def add_commands(sub) -> None:

@@ -15,6 +15,7 @@ from tasks.measure.bounds import run_bounds
 from tasks.measure.lifecycle import ServerLifeProfile
 from tasks.plan.cells import Cell, Session
 from tasks.plan.config import RunConfig
+from tasks.plan.night import NightClock
 from tasks.serve.budget import ServerBudget
 from tasks.serve.servers import get_server
 from tasks.serve.session import LiveServer
@@ -41,6 +42,12 @@ def cell_wire(cell: Cell) -> str:
         return "json"
 
 
+def deferred_cell(cell: Cell, session_id: str, reason: str) -> dict:
+    """A cell the night's clock left for a later night: no row, this record (tasks/plan/night.py `deferred`)."""
+    return {"cell_id": cell.cell_id, "session_id": session_id, "model": cell.model, "format": cell.format,
+            "server": cell.server, "reason": reason, "when": "measure", "cell": cell.to_dict()}
+
+
 def not_measured(run: dict, cell: Cell, status: str, reason: str, **extra: object) -> dict:
     row = base_row(run, cell)
     row.update(status=status, reason=reason[:4000], **extra)
@@ -58,6 +65,7 @@ class SessionContext:
     budget: ServerBudget
     artifact: Artifact
     spec: ModelSpec
+    clock: NightClock | None = None  # the night's measuring deadline (tasks/plan/night.py); None: no budget
 
     def load_settings(self, cell: Cell, mode: str | None = None, load: float | None = None) -> LoadSettings:
         """The load point of `cell` (at `mode` and `load` when given: a sweep's first point) under the run's

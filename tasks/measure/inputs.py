@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -33,7 +32,6 @@ from tasks.runtimes.venvs import ensure_runtime, files_sha256, runtime_packages
 from tasks.serve.options import ServingOptions
 
 INPUTS_SCHEMA = 1
-OPTION_FIELDS = tuple(f.name for f in fields(ServingOptions) if f.name != "runtime_dir")
 
 
 def _sha(data: bytes) -> str:
@@ -60,13 +58,6 @@ def runtime_fingerprint(runtime: str, launcher: str, options: ServingOptions, im
     env = ensure_runtime(runtime, log=lambda _: None, requirements=folder / "requirements.txt")
     return {"name": runtime, "launcher": launcher, "requirements_sha256": env.requirements_sha256,
             "packages": runtime_packages(env), "files_sha256": files_sha256(folder)}
-
-
-def serving_fingerprint(options: ServingOptions, protocol: str | None) -> dict:
-    """How the server was asked to serve (the same meaning for every stack)."""
-    values = asdict(options)
-    return {**{k: list(v) if isinstance(v, tuple) else v for k, v in values.items() if k in OPTION_FIELDS},
-            "protocol": protocol}
 
 
 def cell_inputs(artifact: Artifact, spec: ModelSpec, runtime: dict, server_version: str, serving: dict) -> dict:

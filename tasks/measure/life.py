@@ -11,8 +11,8 @@ from tasks.core.errors import ConfigError
 from tasks.core.results import DEFAULT_CONFIG_ID, OVERLOAD_MODE
 from tasks.loadgen.resources import read_footprint
 from tasks.measure.capabilities import declared_only, probe_capabilities
-from tasks.measure.context import ServerLife, SessionContext, not_measured
-from tasks.measure.inputs import cell_inputs, runtime_fingerprint, serving_fingerprint
+from tasks.measure.context import ServerLife, SessionContext, deferred_cell, not_measured
+from tasks.measure.inputs import cell_inputs, runtime_fingerprint
 from tasks.measure.lifecycle import ServerLifeProfile, feature_fields
 from tasks.measure.overload import measure_overload
 from tasks.measure.point import SERVER_FAILED, load_endpoint, measure_point
@@ -21,7 +21,7 @@ from tasks.measure.sweep import measure_sweep
 from tasks.serve.hostlock import host_lock
 from tasks.serve.launchers import get_launcher
 from tasks.serve.launchers.base import RuntimeSize
-from tasks.serve.options import ServingOptions
+from tasks.serve.options import ServingOptions, serving_fingerprint
 from tasks.serve.servers import get_server
 from tasks.serve.session import LiveServer, SessionSettings, server_session
 from tasks.validate.outcome import MAX_RESTARTS
@@ -54,6 +54,7 @@ def serve_life(ctx: SessionContext, options: ServingOptions, cid: str, values: d
             row.update(declared)
         return {"rows": rows, "timeline": timeline}
     rows: list[dict] = unspoken
+    deferred: list[dict] = []  # cells the night's clock left for a later night (ctx.clock)
     measured: set[str] = set()  # cell ids whose rows are in `rows` (a sweep cell has one row per point)
     served = {"model_sha256": ctx.artifact.sha256, "engine": server.engines.get(ctx.artifact.format), **tag}
     settings = SessionSettings(run_id=run["run_id"], session_id=session_id, log_dir=Path(run["run_dir"]) / "logs",
@@ -71,6 +72,12 @@ def serve_life(ctx: SessionContext, options: ServingOptions, cid: str, values: d
             life.profile = _profile(ctx, live, checks)
             profiles.append(life.profile)
             for cell in cells:
+                late = ctx.clock.cut_cell(cell.cell_id) if ctx.clock is not None and session.role != "control" else None
+                if late:  # the night's measuring time is over for this cell: no row, a deferral
+                    deferred.append(deferred_cell(cell, session.session_id, late))
+                    measured.add(cell.cell_id)
+                    timeline["cells"].setdefault(cell.cell_id, {})["deferred"] = late
+                    continue
                 check = checks[cell.protocol]
                 if not check.passed:  # what this wire serves is wrong: its cells fail, the other wires go on
                     rows.append(not_measured(run, cell, "failed", served_reason(server.name, check), **served,
@@ -112,7 +119,7 @@ def serve_life(ctx: SessionContext, options: ServingOptions, cid: str, values: d
         declared_only(server, "not probed: the server did not start"), None)
     for row in unspoken:  # cells of a wire the stack lacks: what the stack offers, as its live server showed it
         row.update(features)
-    return {"rows": rows, "timeline": timeline}
+    return {"rows": rows, "timeline": timeline, "deferred": deferred}
 
 
 def _profile(ctx: SessionContext, live: LiveServer, checks: dict[str | None, ServedCheck]) -> ServerLifeProfile:

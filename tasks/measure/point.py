@@ -230,6 +230,10 @@ def _lengthen(ctx: SessionContext, life: ServerLife, cell: Cell, first: PointRun
             "first_duration_s": first.fields.get("duration_s"), "duration_s": settings.duration_s,
             "begin": time.time()}
     events.setdefault("lengthen", []).append(look)
+    late = ctx.clock.cut(settings.warmup_s + settings.duration_s) if ctx.clock is not None else None
+    if late:  # the night's measuring time would end inside the look: the first look stands, undecided
+        look.update(end=look["begin"], not_counted=f"not looked at: {late}"[:500])
+        return first, first_outcome, False
     longer = run_point(ctx, life, cell, settings)
     outcome = _judge(life.live, longer, config)
     look["end"] = time.time()

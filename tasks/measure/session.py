@@ -24,6 +24,7 @@ size is read again after every load point; every row of the life carries the fig
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tasks.convert import Artifact, local_artifact
@@ -33,13 +34,14 @@ from tasks.core.metadata import collect_host_metadata, host_name
 from tasks.core.paths import run_dir
 from tasks.core.results import DEFAULT_CONFIG_ID
 from tasks.core.spec import ModelSpec, load_spec
-from tasks.measure.context import SessionContext, not_measured
+from tasks.measure.context import SessionContext, deferred_cell, not_measured
 from tasks.measure.engine_speed import engine_speed
 from tasks.measure.life import serve_life
 from tasks.measure.tune import tune_session
 from tasks.plan.cells import Session
 from tasks.plan.config import RunConfig
 from tasks.plan.hosts import is_distributed
+from tasks.plan.night import NightClock
 from tasks.serve.budget import plan_budget
 from tasks.serve.hostlock import host_lock
 from tasks.serve.knobs import knob_values
@@ -49,18 +51,38 @@ from tasks.store.s3 import S3Store
 
 
 def measure_session(session: Session, conversions: list[dict], run: dict, config: RunConfig,
-                    store: S3Store | None = None) -> dict:
-    """Measure every cell of one server session; return {"rows": [...], "timeline": {...}} (and, with a
-    configuration search, "timelines" of every configuration's session and its "tuning" record). Every row
+                    store: S3Store | None = None, clock: NightClock | None = None) -> dict:
+    """Measure every cell of one server session; return {"rows": [...], "timeline": {...}, "deferred": [...]} (and,
+    with a configuration search, "timelines" of every configuration's session and its "tuning" record). Every row
     records the CPU/memory budget its server was given (tasks/serve/budget.py), its serving configuration and the
-    host it was measured on; an artifact converted on another host is fetched from `store` (share_artifacts)."""
+    host it was measured on; an artifact converted on another host is fetched from `store` (share_artifacts). With
+    the night's `clock`, a cell that would end after the measuring stage's deadline is not started: it is
+    `deferred` (no row), and a session none of whose cells fits starts no server."""
+    begin = time.time()
+    out = _measure(session, conversions, run, config, store, clock)
+    for timeline in out.get("timelines") or [out["timeline"]]:
+        timeline.update(task_begin=begin, task_end=time.time())
+    out.setdefault("deferred", [])
+    return out
+
+
+def _measure(session: Session, conversions: list[dict], run: dict, config: RunConfig, store: S3Store | None,
+             clock: NightClock | None) -> dict:
     budget = plan_budget(config.server_cpus, config.server_memory, config.pin_cpus)
     run = host_run(run)
+    measured = [c for c in session.cells if not c.skip]
+    why = clock.cut(clock.session_s.get(session.session_id, 0.0) + clock.cell_s.get(measured[0].cell_id, 0.0)) \
+        if clock is not None and measured and session.role != "control" else None
+    if why:  # not even its first cell fits: no server is started for it
+        timeline = {"session_id": session.session_id, "server": session.server,
+                    "host": run.get("measuring_host"), "cells": {}, "deferred": why}
+        return {"rows": [not_measured(run, c, "skipped", c.skip) for c in session.cells if c.skip],
+                "timeline": timeline, "deferred": [deferred_cell(c, session.session_id, why) for c in measured]}
     prepared = _prepare(session, conversions, run, store)
     if isinstance(prepared, dict):  # nothing to serve: the cells' rows say why
         out = prepared
     else:
-        ctx = SessionContext(session, run, config, budget, *prepared)
+        ctx = SessionContext(session, run, config, budget, *prepared, clock=clock)
         options = ServingOptions(max_batch_size=config.max_batch_size, dynamic_batching=config.dynamic_batching,
                                  device=config.device, cpus=budget.cpu_count, images=config.images)
         speeds = _engine_speeds(ctx, options) if any(not c.skip for c in session.cells) else {}

@@ -148,5 +148,6 @@ def missing_cells(store: S3Store, manifests: list[dict], run: dict, rows: list[d
     config = plan.config.to_dict()
     previous = previous_night(store, manifests, config.get("suite"), run["host"])
     tonight = night_of({"run_id": run["run_id"], "logical_date": run["logical_date"]},
-                       {"config": config, "sessions": [s.to_dict() for s in plan.sessions]}, rows, [])
+                       {"config": config, "sessions": [s.to_dict() for s in plan.sessions], "night": plan.night},
+                       rows, [])
     return missing_records(tonight, previous)

@@ -6,10 +6,12 @@ and are gone tonight (docs/notifications.md#missing-cells).
 
 A cell is `missing` tonight when it was `ok` on the previous night of the same suite on this host (or already missing
 then) and tonight it is not in the plan, or is planned skipped for a reason that is not the host's (its stack no longer
-speaks the wire). A skip the host causes (no GPU, no Docker, an image no registry serves) is the host's, and an overload
-burst skipped by design (off the stack's fastest wire, no capacity measured) is neither: no record. A cell gone because
-the suite or the Params that make the plan changed is `removed` (reported once: the next night has nothing to compare
-it with); a `missing` cell stays missing, night after night, with the night it went missing, until it comes back.
+speaks the wire). A skip the host causes (no GPU, no Docker, an image no registry serves) is the host's, and an
+overload burst skipped by design (off the stack's fastest wire, no capacity measured) is neither: no record. A cell gone
+because the suite or the Params that make the plan changed is `removed` (reported once: the next night has nothing to
+compare it with); a `missing` cell stays missing, night after night, with the night it went missing, until it comes
+back. A cell the night's budget deferred (tasks/plan/night.py) is not missing: a later night measures it. Past its
+coverage K it is a finding like a missing cell: an `overdue` record, every night until it is measured again.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from tasks.store.history import read_results
 from tasks.store.s3 import S3Store
 
 MISSING_KIND = "missing"
-MISSING, REMOVED = "missing", "removed"
+MISSING, REMOVED, OVERDUE = "missing", "removed", "overdue"
+DEFERRED = "deferred"  # a planned cell the night's budget left for a later night
 HOST_SKIP, UNSPOKEN, BY_DESIGN = "host", "unspoken", "by_design"  # why a planned cell was skipped
 # The Params that decide which cells a night plans: another value is a change of plan made on purpose.
 PLAN_FIELDS = ("suite", "models", "formats", "servers", "launcher", "device", "batch_sizes", "mode", "concurrencies",
@@ -41,6 +44,8 @@ class Outcome:
     status: str
     reason: str | None = None
     skip: str | None = None  # a skipped cell: HOST_SKIP, UNSPOKEN or BY_DESIGN
+    overdue: bool = False  # a deferred cell past its coverage K
+    last_ok: tuple[str | None, str | None] = (None, None)  # a deferred cell's last measured night (run id, date)
 
     @property
     def stack(self) -> str:
@@ -84,13 +89,20 @@ def cell_outcome(cell, rows: list[dict]) -> Outcome:
     return Outcome(**base, status="failed", reason=str(mine[0].get("reason") or "only probes beyond capacity"))
 
 
-def cell_outcomes(sessions: list, rows: list[dict]) -> dict[str, Outcome]:
-    """Planned cell id -> its outcome, for sessions as planned (Session objects or plan.json's dicts)."""
+def cell_outcomes(sessions: list, rows: list[dict], deferred: list[dict] = ()) -> dict[str, Outcome]:
+    """Planned cell id -> its outcome, for sessions as planned (Session objects or plan.json's dicts); the cells of
+    `deferred` (plan.json's `night.deferred`: left by the night's budget for a later night) are `deferred`."""
+    later = {d["cell_id"]: d for d in deferred if d.get("cell_id")}
     found = {}
     for session in sessions:
         planned = session if isinstance(session, Session) else Session.from_dict(session)
         for cell in planned.cells:
-            found[cell.cell_id] = cell_outcome(cell, rows)
+            if cell.cell_id not in later:
+                found[cell.cell_id] = cell_outcome(cell, rows)
+    for cid, item in later.items():
+        found[cid] = Outcome(cid, item.get("model"), item.get("format"), item.get("server"), DEFERRED,
+                             str(item.get("reason") or ""), overdue=bool(item.get("overdue")),
+                             last_ok=(item.get("last_run_id"), item.get("last_logical_date")))
     return found
 
 
@@ -118,8 +130,16 @@ def missing_records(tonight: Night, previous: Night | None) -> list[dict]:
                                record.get("since"))
     changed = plan_changes(previous.config, tonight.config)
     records = []
+    for cid, now in sorted(tonight.outcomes.items()):
+        if now.status == DEFERRED and now.overdue:  # deferred past its coverage K: a finding like a missing cell
+            earlier = previous.missing.get(cid) or {}
+            since = earlier.get("since") if earlier.get("verdict") == OVERDUE else tonight.logical_date
+            reason = f"deferred past its coverage K by the night's budget: {now.reason}"
+            records.append(_record(now, OVERDUE, reason, since, now.last_ok))
     for cid, (before, ok_run, ok_date, since) in sorted(candidates.items()):
         now = tonight.outcomes.get(cid)
+        if now is not None and now.status == DEFERRED:
+            continue  # measured on a later night (past K: its overdue record above)
         if now is not None and (now.status != "skipped" or now.skip != UNSPOKEN):
             continue  # measured (its own finding when not ok), or skipped for the host's reason or by design
         since = since or tonight.logical_date
@@ -140,7 +160,7 @@ def missing_records(tonight: Night, previous: Night | None) -> list[dict]:
 def night_of(manifest: dict, plan: dict, rows: list[dict], records: list[dict]) -> Night:
     """A published night: its manifest's identity, its plan.json and rows, its regressions.json records."""
     return Night(manifest["run_id"], manifest["logical_date"], plan.get("config") or {},
-                 cell_outcomes(plan.get("sessions") or [], rows),
+                 cell_outcomes(plan.get("sessions") or [], rows, (plan.get("night") or {}).get("deferred") or []),
                  {r["cell_id"]: r for r in records if r.get("kind") == MISSING_KIND and r.get("cell_id")})
 
 

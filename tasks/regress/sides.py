@@ -25,13 +25,12 @@ from tasks.core.paths import run_dir, runtime_home
 from tasks.core.spec import ModelSpec
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.duet import DuetSettings, DuetSide, measure_duet
-from tasks.measure.inputs import OPTION_FIELDS
 from tasks.measure.interleaved import measure_interleaved
 from tasks.regress.duet import DuetThresholds, decided
 from tasks.runtimes.venvs import files_sha256
 from tasks.serve.budget import plan_budget
 from tasks.serve.launchers import get_launcher
-from tasks.serve.options import ServingOptions
+from tasks.serve.options import OPTION_FIELDS, ServingOptions
 from tasks.serve.servers import get_server
 from tasks.store.runtimes import fetch_runtime
 from tasks.store.s3 import S3Store

@@ -22,6 +22,7 @@ the night's message and each stack's record over the nights.
     run_index.py       the published runs as the reports page in the Airflow UI lists them
     digest.py          a short digest of one run (the serving_eval_digest DAG)
     record.py          each stack's record over the nights (record.json): the share of its planned cells ok
+    coverage.py        a budgeted night: the budget's use, each cell's coverage, deferred cells' carried figures
     findings.py        a night's findings for its message: regressions, failed, contended, missing cells, validation
     message.py         the message a night (or the watchdog) sends: subject, text, HTML
     notify.py          sending it through the notifiers, and the run's notifications.json

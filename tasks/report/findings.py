@@ -28,7 +28,7 @@ REASON_IN_LINE_CHARS = 240
 class Finding:
     """One line of the message: what, where, how large (with its interval), why; `since` the night it began."""
 
-    kind: str  # regression | improvement | failed | contended | missing | removed | validation
+    kind: str  # regression | improvement | failed | contended | missing | removed | overdue | validation
     key: str  # its identity from night to night (what "already announced" matches)
     where: str
     metric: str | None = None
@@ -119,12 +119,13 @@ def regression_findings(regressions: dict) -> list[Finding]:
 
 
 def missing_findings(regressions: dict) -> list[Finding]:
-    """Missing cells and cells removed from the plan (tasks/regress/missing.py)."""
+    """Missing cells, cells removed from the plan, and cells the night's budget deferred past their coverage K
+(tasks/regress/missing.py)."""
     found = []
     for record in regressions.get("records", []):
         if record.get("kind") != "missing":
             continue
-        kind = "removed" if record.get("verdict") == "removed" else "missing"
+        kind = record.get("verdict") if record.get("verdict") in ("removed", "overdue") else "missing"
         found.append(Finding(kind, f"{kind}|{record['cell_id']}", record["cell_id"], reason=record.get("reason"),
                              since=record.get("since")))
     return found
@@ -150,7 +151,7 @@ def night_findings(rows: list[dict], regressions: dict, validation: dict) -> lis
     return found
 
 
-ONGOING_KINDS = ("regression", "missing")  # findings that stay until fixed: announced once, then open
+ONGOING_KINDS = ("regression", "missing", "overdue")  # findings that stay until fixed: announced once, then open
 
 
 def mark_announced(findings: list[Finding], announced: dict[str, str]) -> list[Finding]:

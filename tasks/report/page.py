@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
@@ -28,6 +28,7 @@ from tasks.report.changes import changes_section
 from tasks.report.checks import checks_section, failures_section, planned_cells_section, validation_section
 from tasks.report.configs import configurations_section, engine_section, headline_rows
 from tasks.report.contention import contention_summary
+from tasks.report.coverage import aged, budget_line, coverage_section
 from tasks.report.features import features_section
 from tasks.report.lifecycle import lifecycle_section
 from tasks.report.models import model_section
@@ -40,7 +41,7 @@ from tasks.report.trend import run_suite
 from tasks.report.wires import best_wire_rows, wires_section
 
 REPORT_INPUTS = ("results.parquet", "parity.json", "validation.json", "regressions.json", "trend.json", "plan.json",
-                 "tuning.json", "record.json")
+                 "tuning.json", "record.json", "night.json", "carried.parquet")
 STATUSES = ("ok", "contended", "failed", "skipped")
 
 
@@ -57,6 +58,8 @@ class PublishedRun:
     plan: dict | None
     tuning: dict | None = None
     record: dict | None = None  # each stack's record over the nights (record.json; runs before it have none)
+    night: dict | None = None  # the night's budget (night.json; a run without a budget has none)
+    carried: list[dict] = field(default_factory=list)  # deferred cells' rows from their last night (carried.parquet)
 
     @classmethod
     def from_files(cls, files: Mapping[str, bytes], run: dict) -> PublishedRun:
@@ -67,10 +70,12 @@ class PublishedRun:
             return json.loads(files[name]) if name in files else default
 
         rows = frame_records(pd.read_parquet(io.BytesIO(files["results.parquet"])))
+        carried = frame_records(pd.read_parquet(io.BytesIO(files["carried.parquet"]))) \
+            if "carried.parquet" in files else []
         return cls({k: run.get(k) for k in ("run_id", "logical_date", "status", "provenance")}, rows,
                    obj("parity.json", []), obj("validation.json", {}), obj("regressions.json", {}),
                    obj("trend.json", None), obj("plan.json", None), obj("tuning.json", None),
-                   obj("record.json", None))
+                   obj("record.json", None), obj("night.json", None), carried)
 
 
 def rebuild_report(store, manifest: dict) -> str:
@@ -80,9 +85,10 @@ def rebuild_report(store, manifest: dict) -> str:
 
 
 
-def _contents(models: list[str], overload: bool, record: bool = False) -> list[tuple[str, str]]:
+def _contents(models: list[str], overload: bool, record: bool = False, night: bool = False) -> list[tuple[str, str]]:
     """The page's contents: (anchor, title) of each section the navigation links."""
-    return [("recommendation", "Recommendation"), *((f"model-{m}", m) for m in models),
+    return [("recommendation", "Recommendation"), *((("coverage", "Budget"),) if night else ()),
+            *((f"model-{m}", m) for m in models),
             *((("overload", "Overload"),) if overload else ()), ("wires", "Wires"), ("lifecycle", "Lifecycle"),
             ("features", "Features"), ("changes", "Changes"), *((("record", "Record"),) if record else ()),
             ("cells", "Cells"), ("failures", "Failures"), ("checks", "Output checks"), ("provenance", "Provenance")]
@@ -99,7 +105,9 @@ def render_report(published: PublishedRun) -> str:
     host = (run.get("provenance") or {}).get("host") or (rows[0] if rows else {})
     models = sorted({str(r["model"]) for r in headline})
     aa_noise = ((published.regressions or {}).get("aa") or {}).get("noise") or {}
-    sections: list[Markup] = [recommendation_section(headline, bound, aa_noise.get("throughput_rps"))]
+    answers = best_wire_rows(headline_rows(rows + aged(published.carried, published.night)))
+    sections: list[Markup] = [recommendation_section(answers, bound, aa_noise.get("throughput_rps")),
+                              *([coverage_section(published.night, published.carried)] if published.night else [])]
     sections += [model_section(m, [r for r in headline if str(r["model"]) == m], bound) for m in models]
     sections += [overload_section(headline), configurations_section(rows, published.tuning),
                  engine_section(rows), wires_section(rows), lifecycle_section(rows),
@@ -114,5 +122,7 @@ def render_report(published: PublishedRun) -> str:
         rows=len(rows), counts={s: sum(r.get("status") == s for r in rows) for s in STATUSES},
         validated=bool(published.validation.get("success")), cpu_model=host.get("cpu_model"),
         cpu_count=host.get("cpu_count"), gpu_name=host.get("gpu_name"), contention=contention_summary(rows),
-        contents=_contents(models, any(is_overload(r) for r in headline), bool(published.record)), sections=sections,
+        budget=budget_line(published.night),
+        contents=_contents(models, any(is_overload(r) for r in headline), bool(published.record),
+                           bool(published.night)), sections=sections,
         style=stylesheet("report.css")))

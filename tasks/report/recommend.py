@@ -15,6 +15,11 @@ percent of the runner-up, `beyond_noise` says whether the two rows' own noise (`
 is smaller and `noise` holds the figures it was judged on. `group_by_answer` folds the bounds with the same answer
 into one record listing them.
 
+A night with a budget ranks the cells it deferred on their last figures (carried rows, each with its `nights_ago`;
+tonight's rows have none): where the fastest and the runner-up (or the two cheapest) were measured on different
+nights, the record says how many nights apart (`nights_apart`), and where their margin lies within the host's
+between-night noise (BETWEEN_NIGHTS_NOISE, on the log scale) it is `undecided_between` the two, not an answer.
+
 Beside the fastest, each record names the cheapest stack within the bound (`cheapest_per_stack`: each stack's
 cheapest ok point whose p99 stays within it, by `cost_basis`) and its margin: how much more the runner-up costs,
 in % of the cheapest. The cost read is the price of a million inferences where the run was given prices, else the
@@ -37,6 +42,7 @@ from collections.abc import Callable
 from tasks.core.confidence import judged_bounds, row_decision, row_verdict
 from tasks.core.metrics import number
 from tasks.core.results import is_overload
+from tasks.plan.candidates import BETWEEN_NIGHTS_NOISE
 from tasks.regress.compare import NOISE_SIGMAS, beyond_noise, noise_basis
 
 
@@ -121,6 +127,7 @@ def undecided_stacks(rows: list[dict], p99_bound_ms: float | None) -> list[dict]
 
 def _point(row: dict) -> dict:
     return {"stack": stack_of(row), "server": row.get("server"), "format": row.get("format"),
+            "nights_ago": row.get("nights_ago") or 0, "logical_date": row.get("logical_date"),
             "wire": row.get("wire"), "protocol": row.get("protocol"), "mode": row.get("mode"),
             "load": number(row.get("load")),
             "throughput_rps": number(row.get("throughput_rps")), "latency_ms_p99": number(row.get("latency_ms_p99")),
@@ -177,8 +184,27 @@ def recommend(rows: list[dict], bounds: tuple[float | None, ...] = bounds_for(No
                 if runner_rps:
                     record["margin_pct"] = 100.0 * (top_rps - runner_rps) / runner_rps
                 record["beyond_noise"], record["noise"] = _margin_noise(runner, top, between_sessions)
+                record.update(_nights_apart(record["best"], record["runner_up"], "fastest"))
+            if record.get("cheapest") and record.get("cheapest_runner_up"):
+                cheap = _nights_apart(record["cheapest"], record["cheapest_runner_up"], "cheapest", basis)
+                record.update({f"cheapest_{k}": v for k, v in cheap.items()})
+            for apart in (record.get("nights_apart"), record.get("cheapest_nights_apart")):
+                if apart:
+                    record["caveats"].append(f"figures measured {apart} night{'s' if apart != 1 else ''} apart")
             records.append(record)
     return records
+
+
+def _nights_apart(top: dict, runner: dict, what: str, basis: str = "throughput_rps") -> dict:
+    """Whether two points of an answer were measured on different nights, and whether that leaves it undecided:
+    their margin within the between-night noise (BETWEEN_NIGHTS_NOISE)."""
+    apart = abs((top.get("nights_ago") or 0) - (runner.get("nights_ago") or 0))
+    if not apart:
+        return {"nights_apart": 0, "undecided_between": None}
+    a, b = number(top.get(basis)), number(runner.get(basis))
+    within = bool(a and b and abs(math.log(a / b)) <= BETWEEN_NIGHTS_NOISE)
+    return {"nights_apart": apart, "undecided_between": {"a": top["stack"], "b": runner["stack"], "what": what,
+                                                         "nights_apart": apart} if within else None}
 
 
 def _margin_noise(runner: dict, top: dict, between_sessions: float | None) -> tuple[bool | None, dict | None]:

@@ -63,7 +63,24 @@ def _point_view(point: dict | None) -> dict | None:
         return None
     return {"stack": point["stack"], "wire": point.get("wire"), "throughput": cell_value(point["throughput_rps"]),
             "p99": latency_text(point, "latency_ms_p99"), "requests": count_or_figure(point.get("latency_samples")),
-            "load": load_text(point["mode"], point["load"])}
+            "load": load_text(point["mode"], point["load"]), "when": when_text(point)}
+
+
+def when_text(point: dict) -> str | None:
+    """"measured 2 nights ago (2026-12-05)" for a point carried from an earlier night (None: tonight's)."""
+    ago = point.get("nights_ago") or 0
+    if not ago:
+        return None
+    return f"measured {ago} night{'s' if ago != 1 else ''} ago ({str(point.get('logical_date') or '')[:10]})"
+
+
+def between_text(between: dict | None) -> str | None:
+    """"undecided between A and B (measured 2 nights apart)": an answer across nights within their noise."""
+    if not between:
+        return None
+    apart = between["nights_apart"]
+    return (f"undecided between {between['a']} and {between['b']} (measured {apart} night{'s' if apart != 1 else ''} "
+            "apart, within the host's between-night noise)")
 
 
 def _cost_view(point: dict | None, basis: str | None) -> dict | None:
@@ -72,7 +89,8 @@ def _cost_view(point: dict | None, basis: str | None) -> dict | None:
         return None
     return {"stack": point["stack"], "wire": point.get("wire"), "cost": format_value(point[basis]),
             "unit": unit(basis), "load": load_text(point["mode"], point["load"]),
-            "core_s": None if basis == "server_core_s_per_1k" else cell_value(point["server_core_s_per_1k"])}
+            "core_s": None if basis == "server_core_s_per_1k" else cell_value(point["server_core_s_per_1k"]),
+            "when": when_text(point)}
 
 
 def _cheaper(record: dict) -> dict:
@@ -81,6 +99,8 @@ def _cheaper(record: dict) -> dict:
         return {"text": DASH, "than": None}
     if record.get("cheapest_runner_up") is None:
         return {"text": "only stack", "than": None}
+    if record.get("cheapest_undecided_between"):
+        return {"text": between_text(record["cheapest_undecided_between"]), "than": None}
     margin = record.get("cheapest_margin_pct")
     if margin is None:
         return {"text": DASH, "than": None}
@@ -119,6 +139,8 @@ def _ahead(record: dict) -> dict:
 def _answer_view(record: dict) -> dict:
     margin = "only stack" if record["runner_up"] is None else (
         f"+{record['margin_pct']:.1f} %" if record["margin_pct"] is not None else "–")
+    if record.get("undecided_between"):
+        margin = f"{margin}: {between_text(record['undecided_between'])}"
     top = record.get("degrades_best")
     return {"model": record["model"], "batch": record["batch_size"], "bounds": bounds_text(record["bounds"]),
             "stacks": record["stacks"], "best": _point_view(record["best"]),

@@ -80,6 +80,12 @@ def requirements_sha256(name: str) -> str:
     return hashlib.sha256(requirements_path(name).read_bytes()).hexdigest()
 
 
+def runtime_built(name: str) -> bool:
+    """Whether the cache holds a complete venv of the runtime's requirements (a run would not build it)."""
+    sha = requirements_sha256(name)
+    return (cache_root() / "venvs" / f"{name}-{sha[:16]}" / COMPLETE_MARKER).is_file()
+
+
 def ensure_runtime(name: str, log=print, requirements: Path | None = None) -> RuntimeEnv:
     """Return the runtime's venv, building it first if the cache has no complete build of this file.
 

@@ -6,7 +6,7 @@ its defaults (batching, device, the server's CPUs, the image source).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 from tasks.core.errors import ConfigError
 
@@ -70,3 +70,15 @@ class ServingOptions:
         """OpenMP/MKL pools sized like the server's own threads (torch and onnxruntime read them at start)."""
         threads = str(self.threads_per_instance)
         return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
+# The options that say how a stack serves (a cell's `serving` inputs, tasks/measure/inputs.py): not where a runtime's
+# files come from, which a regression reference's side sets.
+OPTION_FIELDS = tuple(f.name for f in fields(ServingOptions) if f.name != "runtime_dir")
+
+
+def serving_fingerprint(options: ServingOptions, protocol: str | None) -> dict:
+    """How the server was asked to serve (the same meaning for every stack)."""
+    values = asdict(options)
+    return {**{k: list(v) if isinstance(v, tuple) else v for k, v in values.items() if k in OPTION_FIELDS},
+            "protocol": protocol}

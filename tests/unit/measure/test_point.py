@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +12,7 @@ import tasks.measure.point as point_module
 from tasks.measure.hoststate import HostState
 from tasks.plan.cells import Cell
 from tasks.plan.config import RunConfig
+from tasks.plan.night import NightClock
 from tasks.validate.outcome import ServerHealth
 
 
@@ -42,7 +44,7 @@ def test_a_contended_point_is_measured_again_once_then_judged(monkeypatch, neigh
     monkeypatch.setattr(point_module, "run_point", fake_run_point)
     run = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": "1.5", "code": {}, "host": {}}
     ctx = SimpleNamespace(config=RunConfig(quiet_wait_s=0.0), run=run,
-                          budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)))
+                          budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)), clock=None)
     live = SimpleNamespace(server=SimpleNamespace(name="custom"), server_version="1", startup_s=1.0,
                            runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
     life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None,
@@ -106,17 +108,38 @@ def test_a_longer_look_whose_requests_failed_replaces_the_first_as_a_finding(mon
     assert row["latency_samples"] == 400 and "not_counted" not in life.timeline["cells"][cell.cell_id]["lengthen"][0]
 
 
-def _lengthening_point(monkeypatch, fake_run_point, cell: Cell, best_holding_rps: float = 0.0):
-    """`cell` measured by `measure_point` in a run that lengthens (max_point_s 30), its looks by `fake_run_point`:
-    (row, server life)."""
+def _lengthening_point(monkeypatch, fake_run_point, cell: Cell, best_holding_rps: float = 0.0, clock=None):
+    """`cell` measured by `measure_point` in a run that lengthens (max_point_s 30), its looks by `fake_run_point`,
+    under the night's `clock` (None: no budget): (row, server life)."""
     monkeypatch.setattr(point_module, "run_point", fake_run_point)
     run = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": "1.8", "code": {}, "host": {}}
     config = RunConfig(quiet_wait_s=0.0, p99_bound_ms=100.0, duration_s=4.0, warmup_s=0.5, window_s=1.0,
                        max_point_s=30.0)
     ctx = SimpleNamespace(config=config, run=run, budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)),
-                          load_settings=lambda cell: point_module.LoadSettings(duration_s=4.0, window_s=1.0))
+                          load_settings=lambda cell: point_module.LoadSettings(duration_s=4.0, window_s=1.0),
+                          clock=clock)
     live = SimpleNamespace(server=SimpleNamespace(name="custom"), server_version="1", startup_s=1.0,
                            runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
     life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None,
                            best_holding_rps=best_holding_rps)
     return point_module.measure_point(ctx, life, cell)[0], life
+
+
+def test_a_longer_look_the_nights_clock_would_cut_is_not_taken(monkeypatch):
+    looks = []
+
+    def fake_run_point(ctx, life, cell, settings=None):
+        looks.append(settings)
+        measurement = SimpleNamespace(to_dict=lambda: {"requests": 100, "errors": 0, "error_rate": 0.0,
+                                                       "errors_by_kind": {}})
+        state = _state(5.0)
+        fields = {"throughput_rps": 1000.0, "latency_samples": 40, "p99_bound_verdict": "undecided",
+                  **state.row_fields(), "host_state": state.to_json()}
+        return point_module.PointRun(fields, measurement, None, state, ServerHealth(None, True))
+
+    cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "concurrency", 2.0)
+    clock = NightClock(time.time() + 10.0, {}, {})  # 10 s left: a 30 s look would end after the measuring stage
+    row, life = _lengthening_point(monkeypatch, fake_run_point, cell, clock=clock)
+    assert looks == [None] and row["lengthened"] is False and row["p99_bound_verdict"] == "undecided"
+    assert "not looked at: deferred by the night's clock" in life.timeline["cells"][cell.cell_id]["lengthen"][0][
+        "not_counted"]

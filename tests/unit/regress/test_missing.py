@@ -8,6 +8,7 @@ from tasks.regress.missing import (
     BY_DESIGN,
     HOST_SKIP,
     MISSING,
+    OVERDUE,
     REMOVED,
     UNSPOKEN,
     Night,
@@ -92,3 +93,23 @@ def test_a_skip_the_host_causes_is_no_record_one_it_does_not_is():
     (record,) = missing_records(lost, first)
     assert record["verdict"] == MISSING and "no longer speaks it" in record["reason"]
     assert missing_records(first, None) == []  # a first night has nothing to miss
+
+
+def test_a_deferred_cell_is_not_missing_until_past_its_k_then_overdue_every_night():
+    kept, later = cell("custom"), cell("triton")
+    first = night("n1", "2026-02-01T02:00:00+00:00", [(kept, [row(kept, "ok")]), (later, [row(later, "ok")])])
+    session = Session("s", "mlp", "onnx", "custom", (kept,))
+    deferred = {"cell_id": later.cell_id, "model": "mlp", "format": "onnx", "server": "triton",
+                "reason": "the night's budget", "last_run_id": "n1", "last_logical_date": first.logical_date}
+    within = Night("n2", "2026-02-02T02:00:00+00:00", CONFIG,
+                   cell_outcomes([session], [row(kept, "ok")], [{**deferred, "overdue": False}]))
+    assert within.outcomes[later.cell_id].status == "deferred"
+    assert missing_records(within, first) == []  # within its K: a later night measures it
+    past = Night("n3", "2026-02-03T02:00:00+00:00", CONFIG,
+                 cell_outcomes([session], [row(kept, "ok")], [{**deferred, "overdue": True}]))
+    (record,) = missing_records(past, within)
+    assert (record["verdict"], record["cell_id"], record["reference_run_id"]) == (OVERDUE, later.cell_id, "n1")
+    assert record["since"] == past.logical_date and "past its coverage K" in record["reason"]
+    still = Night("n4", "2026-02-04T02:00:00+00:00", CONFIG, past.outcomes)
+    (again,) = missing_records(still, Night(**{**past.__dict__, "missing": {later.cell_id: record}}))
+    assert again["verdict"] == OVERDUE and again["since"] == past.logical_date  # overdue since the night it went

@@ -3,7 +3,7 @@ counted, contended apart, skips not counted; the report's section with the reaso
 
 from __future__ import annotations
 
-from tasks.report.record import RecordNight, record_section, stack_record
+from tasks.report.record import RecordNight, cell_coverage, record_section, stack_record
 
 CELL = {"model": "mlp", "format": "onnx", "launcher": "process", "device": "cpu", "batch_size": 1,
         "mode": "concurrency", "protocol": None, "wire": None}
@@ -37,3 +37,21 @@ def test_the_share_counts_ok_failed_and_missing_cells_contended_apart():
     assert "2 of 3 (66.7 %)" in page and "<details><summary>1 not ok, 1 contended</summary>" in page
     assert "not in tonight&#39;s plan" in page
     assert str(record_section(None)) == ""
+
+
+def test_a_deferred_cell_counts_nowhere_within_its_k_and_as_missing_past_it():
+    deferred = {"cell_id": "mlp.onnx.triton.process.cpu.b1.concurrency2", "model": "mlp", "format": "onnx",
+                "server": "triton", "age": 1, "last_run_id": "n1", "last_logical_date": "2026-02-01T02:00:00+00:00"}
+    tonight = RecordNight("n2", "2026-02-02T02:00:00+00:00", "complete", sessions("triton"),
+                          rows("triton", "ok"), [], {"deferred": [deferred]})
+    (triton,) = stack_record([tonight])["stacks"]
+    assert (triton["ok"], triton["failed"], triton["missing"], triton["deferred"], triton["ok_pct"]) == \
+        (1, 0, 0, 1, 100.0)
+    overdue = {"kind": "missing", "verdict": "overdue", "model": "mlp", "format": "onnx", "server": "triton",
+               "cell_id": deferred["cell_id"], "reason": "deferred past its coverage K"}
+    late = RecordNight("n3", "2026-02-03T02:00:00+00:00", "complete", sessions("triton"), rows("triton", "ok"),
+                       [overdue], {"deferred": [{**deferred, "overdue": True}]})
+    (triton,) = stack_record([late])["stacks"]
+    assert (triton["missing"], triton["ok_pct"], triton["failures"][0]["status"]) == (1, 50.0, "overdue")
+    (_, later) = cell_coverage(tonight)
+    assert (later["status"], later["measured_run_id"], later["nights_ago"]) == ("deferred", "n1", 1)
