@@ -9,6 +9,7 @@ and cells, spread over the measuring hosts.
     tune.py      the serving-configuration search and what one configuration costs
     capacity.py  how many measuring hosts a nightly matrix needs for a window
     night.py     the night's budget: each stage's planned cost, what fits in the order of classes, the clock
+    deadline_alert.py  when the nightly DAG's deadline alert fires: the scheduled suite's budget + 10 %
 """
 
 from tasks.core.faces import lazy_exports
