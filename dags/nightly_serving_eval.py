@@ -11,15 +11,28 @@ Airflow's default queue. A cell whose inputs changed since its reference night i
 inputs by `duet_<host>`, on the host that measured it, before it is published. Failed and contended cells
 (measured while other work took the host, also when measured again) are published (run marked partial, or failed
 when nothing could be measured) and then fail the run in `check`. The plan step logs the host's pre-flight check
-(`python -m tasks.cli doctor`) and refuses a host that fails a hard limit.
+(`python -m tasks.cli doctor`) and refuses a host that fails a hard limit. A run still going the nightly suite's
+budget plus 10 % after it was queued is announced to Param `notify`'s notifiers (a deadline alert, in the triggerer).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.sdk import Asset, Param, dag, get_current_context, setup, task, teardown
+from airflow.sdk import (
+    Asset,
+    AsyncCallback,
+    DeadlineAlert,
+    DeadlineReference,
+    Param,
+    dag,
+    get_current_context,
+    setup,
+    task,
+    teardown,
+)
+from serving_eval_notifiers import alert_night_running_long  # plugins/: the deadline callback the triggerer awaits
 
 from tasks.convert import FORMATS
 from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, STABLE_WINDOWS
@@ -43,6 +56,7 @@ from tasks.plan.config import (
     model_names,
     server_names,
 )
+from tasks.plan.deadline_alert import alert_interval_s
 from tasks.plan.hosts import deployed_hosts
 from tasks.plan.suites import SCHEDULED_SUITE, suite_names, suites_markdown
 from tasks.serve.budget import CPU_SET_PATTERN, MEMORY_PATTERN
@@ -53,6 +67,7 @@ from tasks.store.publish import PUBLISHED_RUNS_ASSET
 PUBLISHED_RUNS = Asset(name=PUBLISHED_RUNS_ASSET)
 HOSTS = deployed_hosts()  # SERVING_EVAL_HOSTS, read at parse time (no DB, no connection): one queue and pool each
 D = RunConfig()  # the built-in defaults, under every suite's values
+LATE_S = alert_interval_s()  # the scheduled suite's night_budget_s + 10 % (or SERVING_EVAL_NIGHT_DEADLINE_S), parsed
 
 
 def suite_param(type_: str | list[str], **schema) -> Param:
@@ -79,6 +94,10 @@ def _connection(conn_id: str):
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    # A night still going this long after it was queued (scheduled or triggered) is announced to its own notifiers.
+    deadline=DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT, interval=timedelta(seconds=LATE_S),
+                           callback=AsyncCallback(alert_night_running_long, kwargs={"deadline_s": LATE_S}),
+                           name="night running long") if LATE_S else None,
     tags=["serving", "benchmark"],
     doc_md=f"{__doc__}\n\n**Suites** (`suites/*.yaml`):\n\n{suites_markdown()}",
     params={

@@ -7,7 +7,9 @@ the connection's type (Param `notify` names the connections; docs/notifications.
     apprise       AppriseNotifier (apache-airflow-providers-apprise): the title and text to Apprise's services
 
 The DAGs import this module inside their tasks (Airflow puts the plugins folder on the path); it holds no plugin, and
-the providers are imported only when a message is sent. Each notifier's `notify` is called with the message as
+the providers are imported only when a message is sent. The nightly DAG's deadline alert names
+`alert_night_running_long` here (an AsyncCallback: Airflow's triggerer imports and awaits it when a run passes its
+deadline, docs/notifications.md#the-nights-clock). Each notifier's `notify` is called with the message as
 given, never rendered as a template. What `tasks.report.notify.deliver` masks in an error: the connection's password,
 every extra value whose key names a secret, a Slack webhook's address (its token is in it) and Apprise's service
 URLs (theirs too).
@@ -15,11 +17,16 @@ URLs (theirs too).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from tasks.core.errors import ConfigError
 from tasks.report.message import Message
+
+log = logging.getLogger(__name__)
 
 DEFAULT_FROM = "serving-eval@localhost"
 SECRET_WORDS = ("password", "passwd", "secret", "token", "key", "passphrase", "credential", "auth", "webhook")
@@ -145,3 +152,31 @@ def notifier_senders(conn_ids, strict: bool = True) -> list:
                 raise
             senders.append(UnusableSender(conn_id, exc.rule))
     return senders
+
+
+def send_night_running_long(context: dict, deadline_s: float) -> list[dict]:
+    """The deadline alert's work: the run's message to its own Param notify's notifiers; what each did (a notifier
+    that fails is logged, never raised; a run whose Params no longer resolve is logged and sends nothing)."""
+    from tasks.report.late_night import late_night
+    from tasks.report.notify import deliver
+
+    dag_run = context["dag_run"]
+    try:
+        late = late_night(dag_run, deadline_s, datetime.now(UTC))
+    except ConfigError as exc:
+        log.error("deadline alert of run %s: its Params do not resolve, nothing sent: %s", dag_run["dag_run_id"], exc)
+        return []
+    if late is None:
+        return []
+    if not late.config.notify:
+        log.warning("deadline alert of run %s: Param notify is empty, nothing sent", dag_run["dag_run_id"])
+    return deliver(late.message, notifier_senders(late.config.notify, strict=False), log=log.info)
+
+
+async def alert_night_running_long(context: dict, deadline_s: float) -> str:
+    """The nightly DAG's deadline callback, run by Airflow's triggerer with the run (`context["dag_run"]`) and the
+    DAG's deadline (seconds after the run was queued); returns the deliveries as JSON, which Airflow keeps as the
+    callback's output (a text column: anything but a string there fails the triggerer). Sending blocks (SMTP,
+    HTTP), so it runs in a thread: the triggerer's other triggers keep their event loop, and Airflow's connections
+    are read from there as usual."""
+    return json.dumps(await asyncio.to_thread(send_night_running_long, context, deadline_s))

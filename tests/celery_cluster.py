@@ -46,22 +46,22 @@ def missing_services() -> list[str]:
     return missing
 
 
-def _wait(check, what: str, proc: subprocess.Popen | None, log: Path | None, timeout_s: float = START_TIMEOUT_S):
+def wait_until(check, what: str, proc: subprocess.Popen | None, log: Path | None, timeout_s: float = START_TIMEOUT_S):
     deadline = time.monotonic() + timeout_s
     while True:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with code {proc.returncode}:\n{_tail(log)}")
+            raise RuntimeError(f"{what} exited with code {proc.returncode}:\n{log_tail(log)}")
         try:
             if check():
                 return
         except Exception:  # noqa: BLE001, S110 - not answering yet
             pass
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not answer within {timeout_s:.0f} s:\n{_tail(log)}")
+            raise RuntimeError(f"{what} did not answer within {timeout_s:.0f} s:\n{log_tail(log)}")
         time.sleep(0.5)
 
 
-def _tail(log: Path | None, size_bytes: int = 4000) -> str:
+def log_tail(log: Path | None, size_bytes: int = 4000) -> str:
     if log is None or not log.is_file():
         return ""
     return log.read_bytes()[-size_bytes:].decode(errors="replace")
@@ -102,7 +102,7 @@ def postgres(workdir: Path):
             psycopg2.connect(host="127.0.0.1", port=port, user="airflow", dbname="postgres").close()
             return True
 
-        _wait(ready, "postgres", proc, log)
+        wait_until(ready, "postgres", proc, log)
         conn = psycopg2.connect(host="127.0.0.1", port=port, user="airflow", dbname="postgres")
         conn.autocommit = True
         conn.cursor().execute("CREATE DATABASE airflow")
@@ -134,7 +134,7 @@ def redis(workdir: Path):
                 sock.sendall(b"PING\r\n")
                 return sock.recv(16).startswith(b"+PONG")
 
-        _wait(ready, "redis-server", proc, log)
+        wait_until(ready, "redis-server", proc, log)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         stop_group(proc)
@@ -179,13 +179,13 @@ class Cluster:
             if map_index >= 0:
                 folder = folder / f"map_index={map_index}"
             for log in sorted(folder.glob("attempt=*.log")):
-                parts.append(f"--- {task_id}[{map_index}] {log.name} ---\n{_tail(log, 6000)}")
+                parts.append(f"--- {task_id}[{map_index}] {log.name} ---\n{log_tail(log, 6000)}")
         return "\n".join(parts)
 
     def logs(self) -> str:
         parts = []
         for name in self.processes:
-            parts.append(f"--- {name} ---\n{_tail(self.workdir / f'{name}.log', 3000)}")
+            parts.append(f"--- {name} ---\n{log_tail(self.workdir / f'{name}.log', 3000)}")
         return "\n".join(parts)
 
 
@@ -240,7 +240,7 @@ def celery_cluster(hosts: dict[str, dict], extra_env: dict[str, str]):
                 with urllib.request.urlopen(f"{cluster.api_url}/api/v2/monitor/health", timeout=5) as resp:
                     return resp.status == 200
 
-            _wait(healthy, "airflow api-server", api, workdir / "api-server.log")
+            wait_until(healthy, "airflow api-server", api, workdir / "api-server.log")
             _start(cluster, "dag-processor", [AIRFLOW, "dag-processor"])
             _start(cluster, "scheduler", [AIRFLOW, "scheduler"])
             for name, spec in hosts.items():
@@ -253,7 +253,7 @@ def celery_cluster(hosts: dict[str, dict], extra_env: dict[str, str]):
                     "--without-gossip"], worker_env)
             for name in hosts:
                 log = workdir / f"worker-{name}.log"
-                _wait(lambda log=log: b"ready." in log.read_bytes(), f"celery worker {name}",
+                wait_until(lambda log=log: b"ready." in log.read_bytes(), f"celery worker {name}",
                       cluster.processes[f"worker-{name}"], log)
             yield cluster
     finally:

@@ -9,10 +9,11 @@ and cells, spread over the measuring hosts.
     tune.py      the serving-configuration search and what one configuration costs
     capacity.py  how many measuring hosts a nightly matrix needs for a window
     night.py     the night's budget: each stage's planned cost, what fits in the order of classes, the clock
-    candidates.py   each cell's last night, the stacks that may be a model's best, each cell's class
-    estimates.py what each stage costs, from the suite's last nights on this host or the Params
-    past_nights.py  the suite's last nights on this host: plans, rows, timelines, budgets, regression records
-    fingerprints.py which cells changed since their last night, as the plan step can tell
+    candidates.py      each cell's last night, the stacks that may be a model's best, each cell's class
+    estimates.py       what each stage costs, from the suite's last nights on this host or the Params
+    past_nights.py     the suite's last nights on this host: plans, rows, timelines, budgets, regression records
+    fingerprints.py    which cells changed since their last night, as the plan step can tell
+    deadline_alert.py  when the nightly DAG's deadline alert fires: the scheduled suite's budget + 10 %
 """
 
 from tasks.core.faces import lazy_exports

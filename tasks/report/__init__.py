@@ -26,6 +26,7 @@ the night's message and each stack's record over the nights.
     findings.py        a night's findings for its message: regressions, failed, contended, missing cells, validation
     message.py         the message a night (or the watchdog) sends: subject, text, HTML
     notify.py          sending it through the notifiers, and the run's notifications.json
+    late_night.py      a night past its deadline: the deadline alert's message, to the run's own notifiers
     watchdog.py        is latest.json older than the schedule allows (a night that never published)
 """
 

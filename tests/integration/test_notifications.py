@@ -5,7 +5,6 @@ nights is missing, a planted secret shows nowhere; the watchdog DAG notices a st
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
@@ -18,58 +17,26 @@ from tasks.serve.servers.custom import CustomServer
 from tasks.store.layout import notifications_key
 from tasks.store.s3 import S3Store
 from tests.dagrun import REPO, fast_conf, load_dag_module, read_json_object, read_run
+from tests.smtp_inbox import html_of, smtp_conn, smtp_inbox
 
 SECRET = "planted-Secret-7c41d2"  # the notifiers' password: it must show in no message, log or object
 DAY = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
 UI = "http://127.0.0.1:8080"
 
 
-class Inbox:
-    """aiosmtpd's handler: every message it accepts, as bytes."""
-
-    def __init__(self) -> None:
-        self.messages: list[bytes] = []
-
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd calls it by this name
-        self.messages.append(envelope.content)
-        return "250 OK"
-
-
-def _accept_login(*_call):
-    """aiosmtpd's authenticator (server, session, envelope, mechanism, auth data): every login is accepted."""
-    from aiosmtpd.smtp import AuthResult
-
-    return AuthResult(success=True)  # the planted password is sent in AUTH: accepted, never kept
-
-
 @pytest.fixture()
 def smtp_server():
-    """A real SMTP server on 127.0.0.1 (AUTH without TLS: loopback only), stopped after the test."""
-    from aiosmtpd.controller import Controller
-
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=free_port(), auth_require_tls=False,
-                            authenticator=_accept_login)
-    controller.start()
-    try:
-        yield controller.port, inbox
-    finally:
-        controller.stop()
-
-
-def smtp_conn(port: int) -> str:
-    return json.dumps({"conn_type": "smtp", "host": "127.0.0.1", "port": port, "login": "nightly",
-                       "password": SECRET, "extra": {"disable_tls": True, "disable_ssl": True, "timeout": 5,
-                                                     "retry_limit": 0, "to": "team@example.com",
-                                                     "from_email": "serving-eval@example.com"}})
+    """A real SMTP server on 127.0.0.1, stopped after the test."""
+    with smtp_inbox() as server:
+        yield server
 
 
 @pytest.fixture()
 def notifiers(smtp_server, monkeypatch):
     """Two notifier connections in the environment: the team's SMTP server, and one at a port nothing listens on."""
     port, inbox = smtp_server
-    monkeypatch.setenv("AIRFLOW_CONN_NOTIFY_TEAM", smtp_conn(port))
-    monkeypatch.setenv("AIRFLOW_CONN_NOTIFY_CLOSED", smtp_conn(free_port()))
+    monkeypatch.setenv("AIRFLOW_CONN_NOTIFY_TEAM", smtp_conn(port, SECRET))
+    monkeypatch.setenv("AIRFLOW_CONN_NOTIFY_CLOSED", smtp_conn(free_port(), SECRET))
     return inbox
 
 
@@ -89,12 +56,6 @@ def nights(airflow_db, embedded_s3, bucket, tmp_path, monkeypatch):
         return dag.test(logical_date=DAY + timedelta(days=i), run_conf={**base, **conf})
 
     return run
-
-
-def html_of(mail: bytes) -> str:
-    """The e-mail's HTML part, decoded (the SMTP hook sends it base64 in UTF-8)."""
-    part = next(p for p in message_from_bytes(mail).walk() if p.get_content_type() == "text/html")
-    return part.get_payload(decode=True).decode()
 
 
 def notifications(store: S3Store, manifest: dict) -> dict:

@@ -124,3 +124,22 @@ def test_the_dag_runs_the_duets_in_the_host_pool_between_regressions_and_publish
     assert dag.params["duets"] is None  # empty in the form: the suite's value, else the default (on)
     scheduled = RunConfig.from_params({k: dag.params[k] for k in dag.params})
     assert scheduled.control_cell == "mlp/onnx/custom" and scheduled.duets is True
+
+
+def test_the_deadline_alert_fires_past_the_scheduled_suites_budget_plus_ten_percent(dagbag):
+    """Counted from when a run is queued (a manual run has that too), fixed at parse time, awaited by the triggerer
+    (an AsyncCallback: the callable must import from the plugins folder and be a coroutine function)."""
+    import importlib
+    import inspect
+    from datetime import timedelta
+
+    from airflow.sdk import AsyncCallback, DeadlineReference
+
+    (alert,) = dagbag.dags["nightly_serving_eval"].deadline
+    assert alert.reference == DeadlineReference.DAGRUN_QUEUED_AT
+    assert alert.interval == timedelta(seconds=3960)
+    assert isinstance(alert.callback, AsyncCallback)
+    assert alert.callback.path == "serving_eval_notifiers.alert_night_running_long"
+    assert alert.callback.kwargs == {"deadline_s": 3960.0}
+    module, _, name = alert.callback.path.rpartition(".")
+    assert inspect.iscoroutinefunction(getattr(importlib.import_module(module), name))

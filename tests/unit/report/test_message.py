@@ -4,7 +4,7 @@ reports page; the HTML escapes what it carries; the watchdog's for a night that 
 from __future__ import annotations
 
 from tasks.report.findings import Finding
-from tasks.report.message import night_message, report_link, watchdog_message
+from tasks.report.message import late_night_message, night_message, report_link, run_link, watchdog_message
 
 RUN = {"run_id": "scheduled__2026-02-02T02:00:00+00:00", "logical_date": "2026-02-02T02:00:00+00:00",
        "status": "partial", "suite": "smoke"}
@@ -36,3 +36,16 @@ def test_the_watchdogs_message_names_the_missing_night_and_the_newest_run():
                                 "where": "s3://b/eval"})
     assert message.subject == "serving-eval: no run published for 2026-02-03"
     assert "night2" in message.text and "31.5 h ago" in message.text
+
+
+def test_the_late_nights_message_links_the_run_in_the_ui_and_escapes_what_it_carries():
+    assert run_link(None, "nightly_serving_eval", "r") is None
+    assert run_link("http://ui/", "nightly_serving_eval", "manual__a+b") == \
+        "http://ui/dags/nightly_serving_eval/runs/manual__a%2Bb"
+    late = {"run_id": "<r1>", "suite": "nightly", "state": "queued", "queued_at": "2026-03-02T02:00:05+00:00",
+            "running_s": 75.0, "budget_s": 60.0, "deadline_s": 66.0}
+    message = late_night_message(late, "http://ui/dags/d/runs/r1")
+    assert message.subject == "serving-eval: night <r1> running long (75 s since queued)"
+    assert "it is still queued, not started, 75 s after it was queued; its budget is 60 s" in message.text
+    assert "Run &lt;r1&gt;" in message.html and "<r1>" not in message.html
+    assert "Run: <a href='http://ui/dags/d/runs/r1'>" in message.html
