@@ -48,6 +48,7 @@ from tasks.plan.config import (
     MAX_RECORD_NIGHTS,
     MAX_SIZE_BUDGET_S,
     MAX_SIZE_ROUNDS,
+    MAX_STORE_WAIT_S,
     MIN_NIGHT_BUDGET_S,
     PROTOCOLS,
     RUN_MODES,
@@ -218,6 +219,13 @@ def _connection(conn_id: str):
         "share_artifacts": suite_param("boolean",
                                  title="Share converted artifacts through the store (artifacts/ prefix)",
                                  section="Store"),
+        "store_wait_s": suite_param("number", minimum=0, maximum=MAX_STORE_WAIT_S,
+                                    title="Wait for a store that does not answer, s",
+                                    description="publishing and the regression check try each request again with "
+                                                "backoff this long (connection refused or timed out, a 5xx; never a "
+                                                "403 or a missing bucket); past it the run fails, its results kept "
+                                                "for `python -m tasks.cli publish <run id>`; 0: fail at once",
+                                    section="Store"),
         "fail_on_cell_failure": suite_param("boolean",
                                       title="Fail the run when a cell failed (after publishing)", section="Outcome"),
         "fail_on_regression": suite_param("boolean",

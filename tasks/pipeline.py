@@ -4,7 +4,8 @@
     -> collect_results -> validate_step -> regress_step -> duet_step (changed cells beside their reference, per
     host) -> publish_step -> notify_step (beside check_outcome) -> check_outcome
 
-`watch_step` is the watchdog's (dags/serving_eval_watchdog.py): a night that never published.
+`watch_step` is the watchdog's (dags/serving_eval_watchdog.py): a night that never published. `publish_kept` is
+`python -m tasks.cli publish`'s: the results a publish that failed kept in the run's work folder, published later.
 
 Inputs and outputs are JSON-ready dicts, so they travel through XCom unchanged. The plan step resolves the run's
 configuration once (suite values included) and writes it, with the sessions and their cells, into `started`; every
@@ -14,6 +15,7 @@ later step reads the plan back from there (`run_plan`) and never resolves the Pa
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import time
 from dataclasses import replace
@@ -24,7 +26,7 @@ from tasks.convert import ConversionSkipped, convert
 from tasks.convert.sources import resolve_source
 from tasks.core.errors import ConfigError, ServingEvalError
 from tasks.core.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint
-from tasks.core.paths import CACHE_ENV, cache_root, run_dir, runtime_home
+from tasks.core.paths import CACHE_ENV, cache_root, run_dir, runs_root, runtime_home
 from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.core.spec import load_spec
 from tasks.core.verdicts import is_regression
@@ -63,6 +65,7 @@ from tasks.store.migrate import migrate_layout
 from tasks.store.publish import publish_run
 from tasks.store.runtimes import publish_runtime
 from tasks.store.s3 import ConnectionFields, S3Store
+from tasks.store.wait import StoreAway
 from tasks.validate.expectations import validate_run
 from tasks.validate.outcome import MEASURED_STATUSES
 
@@ -71,12 +74,18 @@ class RunFailed(ServingEvalError):
     """The run was published, but it failed validation or has failed cells (raised by `check_outcome`)."""
 
 
+# In a run's work folder: what publishing needs, written before the store is first asked and removed once the run is
+# published. While it is there the teardown keeps the folder (its server logs are published with the run).
+UNPUBLISHED_FILE = "unpublished.json"
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
 def result_store(config: RunConfig, conn: ConnectionFields) -> S3Store:
-    return S3Store(config.s3_bucket, config.s3_prefix, conn, sse=config.s3_sse, kms_key_id=config.s3_kms_key_id)
+    return S3Store(config.s3_bucket, config.s3_prefix, conn, sse=config.s3_sse, kms_key_id=config.s3_kms_key_id,
+                   wait_s=config.store_wait_s)
 
 
 def run_plan(started: dict) -> Plan:
@@ -333,16 +342,55 @@ def failed_rows(rows: list[dict]) -> list[dict]:
 
 def publish_step(started: dict, collected: dict, conversions: list[dict], validation: dict,
                  conn: ConnectionFields, regressions: dict | None = None) -> dict:
-    """Write the run folder to the store (manifest last, latest after) and return a short summary. Runs an older
-    version published in the old folder layout are moved to the new one first (tasks/store/migrate.py), so that
-    after the first night on schema 1.4 the store holds one layout."""
+    """Write the run folder to the store (manifest last, latest after) and return a short summary.
+
+    What publishing needs is first kept in the run's work folder (`keep_unpublished`); each request waits for a
+    store that does not answer (Param store_wait_s). Past the wait this raises StoreAway naming the store, and the
+    kept results (the teardown keeps the folder) are published later by `python -m tasks.cli publish <run id>`, or
+    by clearing this task. Published, the kept file goes, and the teardown removes the folder."""
     begin = time.time()
+    regressions = regressions or {"schema_version": SCHEMA_VERSION, "regressions": 0, "records": []}
+    run_id = started["run"]["run_id"]
+    kept = keep_unpublished(started, collected, conversions, validation, regressions)
+    advice = (f"the run's results are kept in {kept.parent}: once the store answers, `python -m tasks.cli publish "
+              f"{shlex.quote(run_id)}` publishes them (or clear the `publish` task and its downstream tasks in the "
+              "Airflow UI)")
+    try:
+        summary = write_run(started, collected, conversions, validation, conn, regressions, begin)
+    except StoreAway as exc:
+        raise StoreAway(f"{exc}; {advice}") from exc
+    except BaseException:
+        print(f"publish: failed; {advice}", flush=True)
+        raise
+    kept.unlink(missing_ok=True)
+    return summary
+
+
+def keep_unpublished(started: dict, collected: dict, conversions: list[dict], validation: dict,
+                     regressions: dict) -> Path:
+    """`unpublished.json` in the run's work folder: the plan step's output, the rows and timelines, the conversions,
+    validation and regressions, all a later `publish_kept` needs to publish the same run folder."""
+    path = Path(started["run"]["run_dir"]) / UNPUBLISHED_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"schema_version": SCHEMA_VERSION, "run_id": started["run"]["run_id"], "started": started,
+              "collected": collected, "conversions": conversions, "validation": validation, "regressions": regressions}
+    partial = path.with_name(f".{UNPUBLISHED_FILE}.partial")
+    partial.write_bytes(_json(record))
+    partial.replace(path)  # never a half file where the results should be
+    return path
+
+
+def write_run(started: dict, collected: dict, conversions: list[dict], validation: dict, conn: ConnectionFields,
+              regressions: dict, begin: float | None = None) -> dict:
+    """The run folder written to the store, and the summary (`begin`: when publishing began, the night's stage
+    `publish`). Runs an older version published in the old folder layout are moved to the new one first
+    (tasks/store/migrate.py), so that after the first night on schema 1.4 the store holds one layout."""
+    begin = time.time() if begin is None else begin
     plan = run_plan(started)
     config = plan.config
     run = started["run"]
     frame = to_frame(collected["rows"])
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
-    regressions = regressions or {"schema_version": SCHEMA_VERSION, "regressions": 0, "records": []}
     status = run_status(collected, validation)
     store = result_store(config, conn)
     for move in migrate_layout(store):
@@ -468,7 +516,7 @@ def run_problems(summary: dict) -> list[str]:
 
 def sweep_leftovers(run_id: str | None = None) -> int:
     """Stop the servers of `run_id`, or (None) the servers that crashed runs left behind, whose starting task is
-    gone; a crashed run's work folder goes with its servers."""
+    gone; a crashed run's work folder goes with its servers (`cleanup_run_dir`: unless it waits to be published)."""
     swept = []
     for launcher_cls in LAUNCHERS.values():
         swept += launcher_cls().sweep(run_id)
@@ -478,13 +526,49 @@ def sweep_leftovers(run_id: str | None = None) -> int:
     return len(swept)
 
 
-def cleanup_run_dir(run_id: str) -> None:
-    shutil.rmtree(run_dir(run_id), ignore_errors=True)
+def cleanup_run_dir(run_id: str) -> bool:
+    """Remove the run's work folder, unless its results wait to be published (`UNPUBLISHED_FILE`, left by a publish
+    that failed): that folder stays, server logs and all, until `publish_kept`. True when it was removed."""
+    directory = run_dir(run_id)
+    if (directory / UNPUBLISHED_FILE).is_file():
+        print(f"kept {directory}: the run's results wait to be published (`python -m tasks.cli publish "
+              f"{shlex.quote(run_id)}`)", flush=True)
+        return False
+    shutil.rmtree(directory, ignore_errors=True)
+    return True
+
+
+def unpublished_runs() -> list[str]:
+    """The run ids whose results wait on this host to be published, oldest kept first."""
+    kept = sorted(runs_root().glob(f"*/{UNPUBLISHED_FILE}"), key=lambda p: p.stat().st_mtime)
+    return [json.loads(p.read_text())["run_id"] for p in kept]
+
+
+def read_unpublished(run_id: str) -> dict:
+    """What a publish that failed kept for `run_id` (`keep_unpublished`), or a ConfigError naming the run."""
+    path = run_dir(run_id) / UNPUBLISHED_FILE
+    if not path.is_file():
+        waiting = ", ".join(unpublished_runs()) or "none"
+        raise ConfigError("run", run_id, f"must be a run whose results wait on this host to be published ({path} is "
+                                         f"not there; waiting: {waiting})")
+    return json.loads(path.read_text())
+
+
+def publish_kept(kept: dict, conn: ConnectionFields, bucket: str | None = None, prefix: str | None = None) -> dict:
+    """Publish the results a failed publish kept (`read_unpublished`) as the step would have, to the run's store
+    (or to `bucket`/`prefix` through `conn`); then the run's work folder goes. Nothing is measured again."""
+    store = {"aws_conn_id": conn.conn_id, "s3_bucket": bucket, "s3_prefix": prefix}
+    started = {**kept["started"], "config": {**kept["started"]["config"],
+                                             **{k: v for k, v in store.items() if v is not None}}}
+    summary = publish_step(started, kept["collected"], kept["conversions"], kept["validation"], conn,
+                           kept["regressions"])
+    cleanup_run_dir(kept["run_id"])
+    return summary
 
 
 def sweep_host(run_id: str | None = None, host: str | None = None) -> int:
-    """A measuring host's sweep (setup: crashed runs' servers; teardown: this run's servers and work folder), run
-    on that host's queue (tasks/plan/hosts.py)."""
+    """A measuring host's sweep (setup: crashed runs' servers; teardown: this run's servers and work folder, the
+    folder kept while its results wait to be published), run on that host's queue (tasks/plan/hosts.py)."""
     if host is not None:
         check_worker_host(host)
     swept = sweep_leftovers(run_id)
@@ -500,7 +584,8 @@ def _json(value: object) -> bytes:
 def run_pipeline(params: dict, *, run_id: str, logical_date: str, conn: ConnectionFields) -> tuple[dict, list[dict]]:
     """Every step in order in this process, as the DAG runs them: (publish summary, result rows).
 
-    Server sessions run one after another; leftovers of crashed runs are swept before, this run's after.
+    Server sessions run one after another; leftovers of crashed runs are swept before, this run's after (its work
+    folder kept when publishing failed: `publish_kept`).
     """
     sweep_leftovers()
     try:

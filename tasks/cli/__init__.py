@@ -1,7 +1,7 @@
 """The command line, `python -m tasks.cli`: one file per group of commands (main.py dispatches).
 
     main.py     the parser, exit codes, Ctrl-C and SIGTERM
-    runs.py     run, plan
+    runs.py     run, plan, publish
     local.py    demo, airflow
     store.py    runs, report, compare, hosts, exclude, exclusions, include, accept, acceptances, watchdog, migrate
     contract.py reference (docs/results-reference.md from the results contract)

@@ -1,7 +1,8 @@
 """Command line: run the pipeline without a scheduler, the local demo and Airflow, the store reader, and the
 set-up of runtimes, images, the Docker engine and a deployment. Each group of commands is one file here.
 
-    python -m tasks.cli run | plan                   runs.py    the pipeline in this process; its plan, checked
+    python -m tasks.cli run | plan | publish         runs.py    the pipeline in this process; its plan, checked; a
+                                                            failed publish's kept results, published
     python -m tasks.cli demo | airflow               local.py   `airflow dags test` on an embedded S3; the UI
     python -m tasks.cli runs | report | compare | hosts | exclude | exclusions | include | accept | acceptances
                         | watchdog | migrate         store.py   read (annotate, move, watch) the published runs
@@ -11,8 +12,9 @@ set-up of runtimes, images, the Docker engine and a deployment. Each group of co
     python -m tasks.cli engine start|stop|status|run     engine.py  the local Docker engine
     python -m tasks.cli deploy init|bucket               deploy.py  a deployment's one-shot set-up
 
-Exit codes of run/demo: 0 the run published and fully ok; 1 published but not fully ok (failed cells, failed
-validation, nothing measured, or a failing `check`); 2 refused before any work (bad input, store unreachable);
+Exit codes of run/demo/publish: 0 the run published and fully ok; 1 published but not fully ok (failed cells, failed
+validation, nothing measured, or a failing `check`); 2 refused before any work (bad input, store unreachable), or
+the store did not answer within the run's store_wait_s (its results kept for `publish`);
 130 interrupted (Ctrl-C or SIGTERM: every process the command started is stopped first).
 Exit codes of plan/runs/report/compare/migrate/reference/doctor/watchdog: 0 ok; 1 `compare` found B worse than A beyond
 noise (or an ok cell of A failed in B), `watchdog` found latest.json older than allowed, `report --check` found the

@@ -1,8 +1,10 @@
-"""`run` and `plan`: the pipeline's steps in this process, or only its plan (checked as a run's start checks it).
+"""`run`, `plan` and `publish`: the pipeline's steps in this process, only its plan (checked as a run's start
+checks it), or the publish step of a run whose publishing failed.
 
     python -m tasks.cli run --conf '{"servers": ["custom"]}'   # the steps in order, no Airflow
     python -m tasks.cli run --logical-date 2026-03-01           # a backfill: judged against earlier nights only
     python -m tasks.cli plan --suite nightly --conf '{...}'     # the cells a run would measure; nothing runs
+    python -m tasks.cli publish RUN_ID                          # the results a failed publish kept, published
 """
 
 from __future__ import annotations
@@ -17,7 +19,18 @@ from tasks.cli.output import EXIT_NOT_OK, EXIT_OK, print_summary
 from tasks.core.errors import ConfigError
 from tasks.core.metadata import collect_host_metadata
 from tasks.core.results import to_frame
-from tasks.pipeline import RunFailed, check_outcome, fit_plan, plan_run, result_store, run_pipeline, run_problems
+from tasks.pipeline import (
+    RunFailed,
+    check_outcome,
+    fit_plan,
+    plan_run,
+    publish_kept,
+    read_unpublished,
+    result_store,
+    run_pipeline,
+    run_problems,
+    unpublished_runs,
+)
 from tasks.plan.capacity import measuring_estimate_s
 from tasks.plan.cells import Plan
 from tasks.plan.config import RunConfig
@@ -47,6 +60,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary, rows = run_pipeline(params, run_id=args.run_id or default_id, logical_date=logical.isoformat(),
                                  conn=conn)
     print_summary(to_frame(rows))
+    return report_outcome(summary)
+
+
+def report_outcome(summary: dict) -> int:
+    """The publish summary printed, then every reason the run is not fully ok; the exit code of `run`."""
     print(json.dumps(summary, indent=2))
     problems = run_problems(summary)
     try:
@@ -122,6 +140,21 @@ def budget_plan(plan: Plan, conn) -> tuple[Plan, str]:
     return fit_plan(plan, store, collect_host_metadata(), None), f"estimated from {store.describe()}"
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    """Publish the results a run kept in its work folder on this host when its publish failed (the store did not
+    answer): the same run folder the step would have written; nothing is measured again. No id: the waiting runs."""
+    if not args.run_id:
+        waiting = unpublished_runs()
+        print("\n".join(waiting) if waiting else "no run's results wait on this host to be published")
+        return EXIT_OK
+    kept = read_unpublished(args.run_id)
+    config = kept["started"]["config"]
+    conn = connection_from_env(args.conn_id or config["aws_conn_id"])
+    summary = publish_kept(kept, conn, bucket=args.bucket, prefix=args.prefix)
+    print(f"published run {kept['run_id']} to {summary['manifest']}; its work folder is removed")
+    return report_outcome(summary)
+
+
 def add_commands(sub) -> None:
     run = sub.add_parser("run", help="run the pipeline steps in this process (no scheduler)")
     run.add_argument("--conf", help="JSON of Params (see the DAG); they override the suite's")
@@ -134,3 +167,11 @@ def add_commands(sub) -> None:
     plan.add_argument("--conf", help="JSON of Params")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.set_defaults(func=cmd_plan)
+    publish = sub.add_parser("publish", help="publish the results a run kept when its publish failed (no id: list "
+                                             "the runs waiting)")
+    publish.add_argument("run_id", nargs="?", help="the run id (the failed publish names it)")
+    publish.add_argument("--bucket", help="the result store's bucket (default: the run's, Param s3_bucket)")
+    publish.add_argument("--prefix", help="the result store's prefix (default: the run's, Param s3_prefix)")
+    publish.add_argument("--conn-id", help="the Airflow AWS connection, from AIRFLOW_CONN_<ID> (default: the run's, "
+                                           "Param aws_conn_id)")
+    publish.set_defaults(func=cmd_publish)

@@ -250,7 +250,7 @@ def _fetch_from_store(store: S3Store, model: str, fmt: str, key: str, final_dir:
         for k in store.list_keys(prefix + "/"):
             dest = work / k[len(prefix) + 1:]
             dest.parent.mkdir(parents=True, exist_ok=True)
-            store.client.download_file(store.bucket, k, str(dest))
+            store.download(k, dest)
         work.rename(final_dir)
         return True
     finally:

@@ -43,9 +43,14 @@ def runtime_home(name: str) -> Path:
     return DOCKER_DIR / name
 
 
+def runs_root() -> Path:
+    """Where the runs' work folders are on this host, under the cache."""
+    return cache_root() / "runs"
+
+
 def run_dir(run_id: str) -> Path:
     """A run's private work folder on this host (server logs, load-point scratch), under the cache."""
-    return cache_root() / "runs" / safe_component(run_id)
+    return runs_root() / safe_component(run_id)
 
 
 def artifacts_root() -> Path:

@@ -42,6 +42,7 @@ MAX_SIZE_ROUNDS = 40
 MAX_SIZE_BUDGET_S = 7200.0
 MAX_QUIET_WAIT_S = 600.0  # the longest a contended point waits for the host to quiet before its re-measurement
 MAX_RECORD_NIGHTS = 120  # the most nights a stack's record counts (the regression check reads as many)
+MAX_STORE_WAIT_S = 14400.0  # the longest a step waits for a store that does not answer: a night's hold on the next
 MAX_NIGHT_BUDGET_S = 86400.0  # a night's budget: at most a day (the schedule runs one a day)
 MIN_NIGHT_BUDGET_S = 60.0  # below a minute no server session fits
 # What a night measures first when its budget cannot hold the whole matrix (tasks/plan/night.py): the cells the
@@ -133,6 +134,9 @@ class RunConfig:
     s3_sse: str = "AES256"
     s3_kms_key_id: str | None = None
     share_artifacts: bool = True
+    # how long each request of the run's later steps waits for a store that does not answer (tasks/store/wait.py),
+    # so that an outage while a night publishes loses nothing; 0: fail at once (after botocore's own retries)
+    store_wait_s: float = 1800.0
     fail_on_cell_failure: bool = True
     fail_on_regression: bool = False
     control_cell: str | None = "mlp/onnx/custom"  # model/format/server measured every night (tasks/plan/control.py)
@@ -266,6 +270,11 @@ class RunConfig:
         one_of("s3_sse", SSE_MODES, many=False)
         if self.s3_sse == "aws:kms" and not self.s3_kms_key_id:
             raise ConfigError("s3_kms_key_id", self.s3_kms_key_id, "must name a KMS key when s3_sse is 'aws:kms'")
+        if isinstance(self.store_wait_s, bool) or not (
+                isinstance(self.store_wait_s, (int, float)) and 0 <= self.store_wait_s <= MAX_STORE_WAIT_S):
+            raise ConfigError("store_wait_s", self.store_wait_s,
+                              f"must be from 0 to {MAX_STORE_WAIT_S:g} s (how long publishing and the regression "
+                              "check wait for a store that does not answer; 0: not at all)")
         if not (isinstance(self.duet_min_pairs, int) and 2 <= self.duet_min_pairs <= MAX_DUET_PAIRS):
             raise ConfigError("duet_min_pairs", self.duet_min_pairs, f"must be an integer from 2 to {MAX_DUET_PAIRS}")
         if not (isinstance(self.duet_max_pairs, int) and self.duet_min_pairs <= self.duet_max_pairs <= MAX_DUET_PAIRS):

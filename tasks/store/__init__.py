@@ -1,6 +1,7 @@
 """The result store (S3): the bucket and its client, publishing a run folder, reading runs back, an embedded S3.
 
     s3.py                  `S3Store`: a bucket and prefix through an Airflow AWS connection's fields
+    wait.py                a store that does not answer waited for, with backoff, for a bounded time (`store_wait_s`)
     layout.py              where a run's folder is (`runs/dt=<date>/run=<safe id>/`) and reading a folder's name back
     publish.py             a run folder published: objects, `manifest.json` last, `latest.json` after
     history.py             published runs read back through their manifests (never a half-written run)

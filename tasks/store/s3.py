@@ -1,7 +1,8 @@
 """The result store: an S3 bucket and prefix reached through an Airflow AWS connection's fields.
 
 `tasks/` never imports Airflow: the DAG looks the connection up and passes its fields here; the CLI reads
-the same connection from its `AIRFLOW_CONN_<ID>` environment variable.
+the same connection from its `AIRFLOW_CONN_<ID>` environment variable. A store with `wait_s` (a run's, Param
+`store_wait_s`) waits that long for an endpoint that does not answer, each request on its own (tasks/store/wait.py).
 """
 
 from __future__ import annotations
@@ -9,13 +10,20 @@ from __future__ import annotations
 import json
 import os
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from tasks.core.errors import StoreError
+from tasks.store.wait import is_away, say, wait_for_store
+
+T = TypeVar("T")
 
 RETRY_MAX_ATTEMPTS = 8  # botocore's standard mode: exponential backoff with jitter
 CHECK_MAX_ATTEMPTS = 2
+# A waiting store's client retries once itself; its wait (tasks/store/wait.py) backs off for longer, and says so.
+WAITING_MAX_ATTEMPTS = 2
 CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 60
 
@@ -51,13 +59,21 @@ class S3Store:
     conn: ConnectionFields
     sse: str = "AES256"
     kms_key_id: str | None = None
+    wait_s: float = 0.0  # how long each request waits for an endpoint that does not answer (0: not at all)
+    log: Callable[[str], object] = say  # where a waiting request says what failed and how long it has waited
     _client: Any = None
 
     @property
     def client(self):
         if self._client is None:
-            self._client = self.make_client(RETRY_MAX_ATTEMPTS)
+            self._client = self.make_client(WAITING_MAX_ATTEMPTS if self.wait_s else RETRY_MAX_ATTEMPTS)
         return self._client
+
+    def request(self, what: str, call: Callable[[], T]) -> T:
+        """`call()` (one request, named by `what`), waited on for `wait_s` while the store does not answer."""
+        if not self.wait_s:
+            return call()
+        return wait_for_store(call, where=self.describe(), what=what, wait_s=self.wait_s, log=self.log)
 
     def make_client(self, max_attempts: int):
         """A boto3 S3 client for this connection; botocore's standard retries (backoff with jitter)."""
@@ -113,8 +129,8 @@ class S3Store:
         extra: dict[str, Any] = {"ServerSideEncryption": self.sse}
         if self.sse == "aws:kms" and self.kms_key_id:
             extra["SSEKMSKeyId"] = self.kms_key_id
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type,
-                               ChecksumSHA256=sha256_b64, **extra)
+        self.request(f"PUT {key}", lambda: self.client.put_object(
+            Bucket=self.bucket, Key=key, Body=data, ContentType=content_type, ChecksumSHA256=sha256_b64, **extra))
 
     def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         """Upload with its SHA-256 checksum (S3 verifies it on arrival); return the hex digest."""
@@ -126,28 +142,43 @@ class S3Store:
         return digest.hex()
 
     def get(self, key: str) -> bytes:
-        return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return self.request(f"GET {key}", lambda: self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+
+    def download(self, key: str, dest: Path) -> None:
+        """The object `key` into the file `dest`."""
+        self.request(f"GET {key}", lambda: self.client.download_file(self.bucket, key, str(dest)))
 
     def get_json(self, key: str) -> Any:
         return json.loads(self.get(key))
 
     def exists(self, key: str) -> bool:
+        """Whether S3 answers that `key` is there; a store that did not answer is an error, never "not there"."""
         from botocore.exceptions import ClientError
 
-        try:
-            self.client.head_object(Bucket=self.bucket, Key=key)
-            return True
-        except ClientError:
-            return False
+        def head() -> bool:
+            try:
+                self.client.head_object(Bucket=self.bucket, Key=key)
+                return True
+            except ClientError as exc:
+                if is_away(exc):
+                    raise
+                return False  # 404, or a 403 where the key is missing and listing is not allowed
+
+        return self.request(f"HEAD {key}", head)
 
     def list_keys(self, prefix: str) -> list[str]:
-        keys = []
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-            keys += [obj["Key"] for obj in page.get("Contents", [])]
-        return keys
+        def listing() -> list[str]:
+            keys = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                keys += [obj["Key"] for obj in page.get("Contents", [])]
+            return keys
+
+        return self.request(f"LIST {prefix}", listing)
 
     def delete(self, keys: list[str]) -> None:
         for start in range(0, len(keys), 1000):
             chunk = keys[start:start + 1000]
+            objects = {"Objects": [{"Key": k} for k in chunk]}
             if chunk:
-                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in chunk]})
+                self.request(f"DELETE {len(chunk)} keys from {chunk[0]}",
+                             lambda objects=objects: self.client.delete_objects(Bucket=self.bucket, Delete=objects))

@@ -100,3 +100,28 @@ def test_a_rate_search_looks_longer_a_step_below_its_highest_passing_rate_and_pu
     assert len(rows) == len({r["load"] for r in rows})  # the longer look replaced its own point's row
     sweep_events = timeline["cells"][cell.cell_id]["sweep"]
     assert sweep_events["best_load"] == looked[0] and f"{looked[0]:g} req/s holds" in sweep_events["stop_reason"]
+
+
+def test_a_work_folder_whose_results_wait_to_be_published_outlives_the_teardown(monkeypatch, tmp_path):
+    """The teardown (sweep_host, run_pipeline's finally, a crashed run's sweep) removes a run's work folder unless
+    a publish that failed kept its results there; those read back whole, and an unknown run is refused by name."""
+    from tasks.core.errors import ConfigError
+    from tasks.pipeline import cleanup_run_dir, keep_unpublished, read_unpublished, run_dir, unpublished_runs
+
+    monkeypatch.setenv("SERVING_EVAL_CACHE", str(tmp_path))
+    done, waiting = run_dir("published run"), run_dir("manual__2026-12-07T02:00")
+    for folder in (done, waiting):
+        (folder / "logs").mkdir(parents=True)
+        (folder / "logs" / "session.log").write_text("server log")
+    started = {"run": {"run_id": "manual__2026-12-07T02:00", "run_dir": str(waiting)}, "config": {}}
+    collected = {"rows": [{"cell_id": "c", "throughput_rps": 1.5}], "timelines": [{"session_id": "s"}]}
+    keep_unpublished(started, collected, [{"model": "mlp"}], {"success": True}, {"records": []})
+
+    assert cleanup_run_dir("published run") and not done.exists()
+    assert not cleanup_run_dir("manual__2026-12-07T02:00")
+    assert (waiting / "logs" / "session.log").read_text() == "server log"
+    assert unpublished_runs() == ["manual__2026-12-07T02:00"]
+    kept = read_unpublished("manual__2026-12-07T02:00")
+    assert (kept["started"], kept["collected"], kept["regressions"]) == (started, collected, {"records": []})
+    with pytest.raises(ConfigError, match=r"run='published run'.*waiting: manual__2026-12-07T02:00"):
+        read_unpublished("published run")
