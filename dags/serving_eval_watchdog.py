@@ -47,13 +47,13 @@ def serving_eval_watchdog():
         from airflow.sdk import Connection
         from serving_eval_notifiers import notifier_senders  # plugins/: Airflow's notifier classes
 
-        from tasks.pipeline import watch_step
+        from tasks.report.watchdog import watch_latest
         from tasks.store.s3 import ConnectionFields, S3Store
 
         conn = Connection.get(params["aws_conn_id"])
         store = S3Store(params["s3_bucket"], params["s3_prefix"],
                         ConnectionFields(params["aws_conn_id"], conn.login, conn.password, conn.extra_dejson))
-        return watch_step(store, notifier_senders(params["notify"], strict=False), dict(params))
+        return watch_latest(store, notifier_senders(params["notify"], strict=False), dict(params))
 
     watch()
 

@@ -4,7 +4,8 @@
     -> collect_results -> validate_step -> regress_step -> duet_step (changed cells beside their reference, per
     host) -> publish_step -> notify_step (beside check_outcome) -> check_outcome
 
-`watch_step` is the watchdog's (dags/serving_eval_watchdog.py): a night that never published. `publish_kept` is
+The watchdog's step (dags/serving_eval_watchdog.py: a night that never published) is
+`tasks.report.watchdog.watch_latest`. `publish_kept` is
 `python -m tasks.cli publish`'s: the results a publish that failed kept in the run's work folder, published later.
 
 Inputs and outputs are JSON-ready dicts, so they travel through XCom unchanged. The plan step resolves the run's
@@ -25,7 +26,7 @@ from pathlib import Path
 from tasks.convert import ConversionSkipped, convert
 from tasks.convert.sources import resolve_source
 from tasks.core.errors import ConfigError, ServingEvalError
-from tasks.core.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint
+from tasks.core.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint, measuring_hosts
 from tasks.core.paths import CACHE_ENV, cache_root, run_dir, runs_root, runtime_home
 from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.core.spec import load_spec
@@ -36,31 +37,22 @@ from tasks.measure.session import host_run, measure_session
 from tasks.plan.cells import Plan, Session, expected_rows, make_plan, rows_of
 from tasks.plan.config import RunConfig
 from tasks.plan.hosts import check_worker_host, is_distributed, sessions_of
-from tasks.plan.night import NightClock, fit_night, night_lines, night_outcome, span, start_clock
+from tasks.plan.night import NightClock, fit_night, night_lines, night_outcome, stage_clocks, start_clock
 from tasks.plan.past_nights import past_nights
 from tasks.regress.check import judge_run
 from tasks.regress.duets import REFERENCES_FILE, merge_duets, references_json, run_duets
 from tasks.regress.references import row_inputs
 from tasks.report.coverage import carried_rows
-from tasks.report.findings import is_news, mark_announced, night_findings
-from tasks.report.message import night_message, report_link, watchdog_message
 from tasks.report.notify import (
     Sender,
-    deliver,
-    notifications_record,
-    read_announced,
-    run_notifications_key,
-    write_notifications,
+    notify_night,
 )
 from tasks.report.page import PublishedRun, render_report
 from tasks.report.record import RecordNight, build_record
-from tasks.report.trend import build_trend, run_suite
-from tasks.report.watchdog import check_latest
+from tasks.report.trend import build_trend
 from tasks.runtimes import interrupts
 from tasks.runtimes.venvs import files_sha256
 from tasks.serve.launchers import LAUNCHERS
-from tasks.store.history import read_results
-from tasks.store.layout import watchdog_key
 from tasks.store.migrate import migrate_layout
 from tasks.store.publish import publish_run
 from tasks.store.runtimes import publish_runtime
@@ -447,15 +439,6 @@ def write_run(started: dict, collected: dict, conversions: list[dict], validatio
     }
 
 
-def stage_clocks(started: dict, collected: dict, conversions: list[dict], validation: dict, regressions: dict,
-                 publish_begin: float) -> dict[str, dict | None]:
-    """Each stage's wall-clock begin and end, as its step recorded them (the night's actual seconds per stage)."""
-    tasks = [{"begin": t.get("task_begin"), "end": t.get("task_end")} for t in collected.get("timelines") or [] if t]
-    return {"plan": started["run"].get("plan_clock"), "conversions": span([c.get("clock") for c in conversions if c]),
-            "measure": span(tasks), "validate": validation.get("clock"), "regress_check": regressions.get("clock"),
-            "regress": regressions.get("duet_clock"), "publish": {"begin": publish_begin, "end": time.time()}}
-
-
 def keep_runtimes(store: S3Store, rows: list[dict]) -> None:
     """Keep in the store every runtime folder tonight's rows served with (once per content), so a later night can
     serve this night's inputs again as its reference (tasks/store/runtimes.py)."""
@@ -469,13 +452,6 @@ def keep_runtimes(store: S3Store, rows: list[dict]) -> None:
         folder = runtime_home(name)
         if folder.is_dir() and files_sha256(folder) == sha:  # only what this checkout still has
             publish_runtime(store, name, folder, sha)
-
-
-def measuring_hosts(rows: list[dict]) -> dict[str, dict]:
-    """hostname -> host metadata of every host that measured a row of the run (a load point ran on it)."""
-    keys = ("hostname", "cpu_model", "cpu_count", "gpu_name", "gpu_driver")
-    return {r["hostname"]: {k: r.get(k) for k in keys} for r in rows
-            if r.get("hostname") and r.get("requests") is not None}
 
 
 def check_outcome(summary: dict) -> dict:
@@ -612,59 +588,8 @@ def notify_step(started: dict, summary: dict, conn: ConnectionFields, senders: l
     is new (or always, with Param notify_quiet), and recorded in the run's own notifications.json. Never raises: a
     notifier that fails is logged and recorded, and the run stays as published (docs/notifications.md)."""
     try:
-        return _notify(run_plan(started).config, summary, conn, senders, log)
+        config = run_plan(started).config
+        return notify_night(result_store(config, conn), config, summary, senders, log)
     except Exception as exc:  # noqa: BLE001 - notifying never fails the run: logged, returned
         log(f"notify: the night's message could not be decided or recorded: {type(exc).__name__}: {exc}")
         return {"decision": "error", "error": f"{type(exc).__name__}: {exc}"[:2000]}
-
-
-def _notify(config: RunConfig, summary: dict, conn: ConnectionFields, senders: list[Sender], log) -> dict:
-    store = result_store(config, conn)
-    manifest = store.get_json(f"{summary['prefix']}/manifest.json")
-    names = {o["name"]: o["key"] for o in manifest["objects"]}
-    rows = frame_records(read_results(store, manifest))
-    objects = {n: store.get_json(names[n]) if n in names else {} for n in ("regressions.json", "validation.json")}
-    announced = read_announced(store, manifest["logical_date"], manifest["run_id"])
-    findings = mark_announced(night_findings(rows, objects["regressions.json"], objects["validation.json"]), announced)
-    run = {"run_id": manifest["run_id"], "logical_date": manifest["logical_date"], "status": manifest["status"],
-           "suite": run_suite(manifest.get("provenance") or {}, rows)}
-    message = night_message(run, findings, report_link(config.ui_base_url, config.s3_bucket, config.s3_prefix,
-                                                       manifest["prefix"]))
-    key = run_notifications_key(store, run)
-    earlier = store.get_json(key) if store.exists(key) else {}  # a retry of the task: who already got it
-    done = [d for d in earlier.get("deliveries") or [] if d.get("delivered")]
-    pending = [s for s in senders if s.conn_id not in {d["conn_id"] for d in done}]
-    if not senders:
-        decision, deliveries = "not sent: Param notify names no notifier", []
-    elif not is_news(findings) and not config.notify_quiet:
-        decision, deliveries = "not sent: no new finding (Param notify_quiet sends one anyway)", []
-    else:
-        decision = "sent: new findings" if is_news(findings) else "sent: no new finding (notify_quiet)"
-        deliveries = done + deliver(message, pending, log)
-    log(f"notify: {decision}; {len(findings)} findings, {sum(f.new for f in findings)} new")
-    write_notifications(store, key, notifications_record(run, findings, message, deliveries, decision))
-    return {"decision": decision, "findings": len(findings), "new": sum(f.new for f in findings),
-            "deliveries": deliveries, "notifications": f"s3://{config.s3_bucket}/{key}"}
-
-
-def watch_step(store: S3Store, senders: list[Sender], watch: dict, now: datetime | None = None, log=print) -> dict:
-    """The watchdog: when latest.json is older than `watch["max_age_h"]` (a night due every `watch["period_h"]`), the
-    missing night's message to every notifier, once per missing night (notifications/watchdog/dt=<night>/)."""
-    stale = check_latest(store, now or datetime.now(UTC), watch["max_age_h"], watch["period_h"])
-    if stale is None:
-        log(f"watchdog: latest.json of {store.describe()} is recent enough")
-        return {"stale": False}
-    key = watchdog_key(store, stale["night"])
-    if store.exists(key) and store.get_json(key).get("delivered"):
-        log(f"watchdog: the night due {stale['night']} is missing, already announced")
-        return {"stale": True, "night": stale["night"], "decision": "already announced"}
-    ui = watch.get("ui_base_url")
-    message = watchdog_message({**stale, "link": f"{ui.rstrip('/')}/serving-eval/" if ui else None})
-    log(f"watchdog: {message.subject}")
-    deliveries = deliver(message, senders, log)
-    record = {"schema_version": "1", "kind": "watchdog", "night": stale["night"], "age_h": stale["age_h"],
-              "max_age_h": stale["max_age_h"], "latest": stale["latest"], "subject": message.subject,
-              "text": message.text, "deliveries": deliveries, "delivered": any(d["delivered"] for d in deliveries),
-              "decision": "sent" if senders else "not sent: Param notify names no notifier"}
-    write_notifications(store, key, record)
-    return {"stale": True, "night": stale["night"], "decision": record["decision"], "deliveries": deliveries}

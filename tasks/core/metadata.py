@@ -64,3 +64,10 @@ def host_fingerprint(host: dict) -> str:
 def host_name() -> str:
     """The name of the host this process measures on: `SERVING_EVAL_HOST`, else the machine's hostname."""
     return os.environ.get(HOST_ENV) or socket.gethostname()
+
+
+def measuring_hosts(rows: list[dict]) -> dict[str, dict]:
+    """hostname -> host metadata of every host that measured a row of the run (a load point ran on it)."""
+    keys = ("hostname", "cpu_model", "cpu_count", "gpu_name", "gpu_driver")
+    return {r["hostname"]: {k: r.get(k) for k in keys} for r in rows
+            if r.get("hostname") and r.get("requests") is not None}

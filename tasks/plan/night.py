@@ -434,6 +434,17 @@ def span(clocks: list[dict | None]) -> dict | None:
     return {"begin": min(c["begin"] for c in clocks), "end": max(c["end"] for c in clocks)}
 
 
+def stage_clocks(started: dict, collected: dict, conversions: list[dict], validation: dict, regressions: dict,
+                 publish_begin: float) -> dict[str, dict | None]:
+    """Each stage's wall-clock begin and end, as its step recorded it in its output (the plan step's `run`, each
+    conversion's and each session timeline's, validation's, the regression check's and its duets'): the night's
+    actual seconds per stage, publishing's until now."""
+    tasks = [{"begin": t.get("task_begin"), "end": t.get("task_end")} for t in collected.get("timelines") or [] if t]
+    return {"plan": started["run"].get("plan_clock"), "conversions": span([c.get("clock") for c in conversions if c]),
+            "measure": span(tasks), "validate": validation.get("clock"), "regress_check": regressions.get("clock"),
+            "regress": regressions.get("duet_clock"), "publish": {"begin": publish_begin, "end": time.time()}}
+
+
 def night_outcome(night: dict, deferred_at_run: list[dict], clocks: dict[str, dict | None], now_s: float) -> dict:
     """night.json: the plan's record with each stage's actual seconds (from `clocks`, stage -> {"begin", "end"}),
     how long the night took until `now_s`, and the cells the measuring stage's clock deferred added to the plan's

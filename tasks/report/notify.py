@@ -19,8 +19,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
-from tasks.report.findings import Finding
-from tasks.report.message import Message
+from tasks.core.results import frame_records
+from tasks.report.findings import Finding, is_news, mark_announced, night_findings
+from tasks.report.message import Message, night_message, report_link
+from tasks.report.trend import run_suite
+from tasks.store.history import read_results
 from tasks.store.layout import NOTIFICATIONS, NOTIFICATIONS_FILE, notifications_key, parse_folder
 from tasks.store.s3 import S3Store
 
@@ -107,3 +110,34 @@ def read_announced(store: S3Store, before: str, run_id: str) -> dict[str, str]:
             if finding["key"] not in announced or first < announced[finding["key"]]:
                 announced[finding["key"]] = first
     return announced
+
+
+def notify_night(store: S3Store, config, summary: dict, senders: list[Sender], log: Callable[[str], object]) -> dict:
+    """The night's findings read back from its published objects (`summary`: the publish step's), sent to every
+    notifier when one is new (or always, with Param notify_quiet, `config` the run's RunConfig), and recorded in the
+    run's own notifications.json; what was decided and delivered."""
+    manifest = store.get_json(f"{summary['prefix']}/manifest.json")
+    names = {o["name"]: o["key"] for o in manifest["objects"]}
+    rows = frame_records(read_results(store, manifest))
+    objects = {n: store.get_json(names[n]) if n in names else {} for n in ("regressions.json", "validation.json")}
+    announced = read_announced(store, manifest["logical_date"], manifest["run_id"])
+    findings = mark_announced(night_findings(rows, objects["regressions.json"], objects["validation.json"]), announced)
+    run = {"run_id": manifest["run_id"], "logical_date": manifest["logical_date"], "status": manifest["status"],
+           "suite": run_suite(manifest.get("provenance") or {}, rows)}
+    message = night_message(run, findings, report_link(config.ui_base_url, config.s3_bucket, config.s3_prefix,
+                                                       manifest["prefix"]))
+    key = run_notifications_key(store, run)
+    earlier = store.get_json(key) if store.exists(key) else {}  # a retry of the task: who already got it
+    done = [d for d in earlier.get("deliveries") or [] if d.get("delivered")]
+    pending = [s for s in senders if s.conn_id not in {d["conn_id"] for d in done}]
+    if not senders:
+        decision, deliveries = "not sent: Param notify names no notifier", []
+    elif not is_news(findings) and not config.notify_quiet:
+        decision, deliveries = "not sent: no new finding (Param notify_quiet sends one anyway)", []
+    else:
+        decision = "sent: new findings" if is_news(findings) else "sent: no new finding (notify_quiet)"
+        deliveries = done + deliver(message, pending, log)
+    log(f"notify: {decision}; {len(findings)} findings, {sum(f.new for f in findings)} new")
+    write_notifications(store, key, notifications_record(run, findings, message, deliveries, decision))
+    return {"decision": decision, "findings": len(findings), "new": sum(f.new for f in findings),
+            "deliveries": deliveries, "notifications": f"s3://{config.s3_bucket}/{key}"}

@@ -10,10 +10,13 @@ A night is due every `period_h` after the newest published run's logical date an
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from tasks.core.errors import ConfigError
+from tasks.report.message import watchdog_message
+from tasks.report.notify import deliver, write_notifications
 from tasks.store.history import parse_logical_date
+from tasks.store.layout import watchdog_key
 from tasks.store.publish import LATEST
 from tasks.store.s3 import S3Store
 
@@ -46,3 +49,26 @@ def check_latest(store: S3Store, now: datetime, max_age_h: float, period_h: floa
     night = logical + timedelta(hours=period_h * max(overdue, 1))
     return {"night": night.isoformat(), "age_h": age_h, "max_age_h": max_age_h, "latest": latest,
             "where": store.describe()}
+
+
+def watch_latest(store: S3Store, senders: list, watch: dict, now: datetime | None = None, log=print) -> dict:
+    """The watchdog: when latest.json is older than `watch["max_age_h"]` (a night due every `watch["period_h"]`), the
+    missing night's message to every notifier, once per missing night (notifications/watchdog/dt=<night>/)."""
+    stale = check_latest(store, now or datetime.now(UTC), watch["max_age_h"], watch["period_h"])
+    if stale is None:
+        log(f"watchdog: latest.json of {store.describe()} is recent enough")
+        return {"stale": False}
+    key = watchdog_key(store, stale["night"])
+    if store.exists(key) and store.get_json(key).get("delivered"):
+        log(f"watchdog: the night due {stale['night']} is missing, already announced")
+        return {"stale": True, "night": stale["night"], "decision": "already announced"}
+    ui = watch.get("ui_base_url")
+    message = watchdog_message({**stale, "link": f"{ui.rstrip('/')}/serving-eval/" if ui else None})
+    log(f"watchdog: {message.subject}")
+    deliveries = deliver(message, senders, log)
+    record = {"schema_version": "1", "kind": "watchdog", "night": stale["night"], "age_h": stale["age_h"],
+              "max_age_h": stale["max_age_h"], "latest": stale["latest"], "subject": message.subject,
+              "text": message.text, "deliveries": deliveries, "delivered": any(d["delivered"] for d in deliveries),
+              "decision": "sent" if senders else "not sent: Param notify names no notifier"}
+    write_notifications(store, key, record)
+    return {"stale": True, "night": stale["night"], "decision": record["decision"], "deliveries": deliveries}
