@@ -19,12 +19,25 @@ DAG_FILE = REPO / "dags" / "nightly_serving_eval.py"
 
 
 def load_dag_module(path: Path = DAG_FILE, name: str | None = None):
-    """Import a DAG file as a fresh module (so Params enums see servers registered by the test)."""
+    """Import a DAG file as a fresh module (so Params enums see servers registered by the test), as `dag.test()`
+    runs it: without the nightly's deadline alert, which dag.test() does not evaluate and, in Airflow 3.3.2, cannot
+    finish a successful run with (tasks/plan/deadline_alert.py; tests/integration/test_deadline_alert.py tests the
+    alert under a real scheduler and triggerer)."""
+    from tasks.plan.deadline_alert import DEADLINE_ENV, DEADLINE_OFF
+
     name = name or f"_dag_under_test_{path.stem}_{len(sys.modules)}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    before = os.environ.get(DEADLINE_ENV)
+    os.environ[DEADLINE_ENV] = DEADLINE_OFF
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if before is None:
+            os.environ.pop(DEADLINE_ENV, None)
+        else:
+            os.environ[DEADLINE_ENV] = before
     return module
 
 

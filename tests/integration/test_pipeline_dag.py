@@ -6,10 +6,8 @@ import pytest
 
 from tasks.serve.servers import SERVERS, register_server
 from tasks.serve.servers.custom import CustomServer
-from tasks.store.s3 import S3Store
 from tests.dagrun import (
     fast_conf,
-    load_dag_module,
     port_is_free,
     read_json_object,
     read_run,
@@ -49,26 +47,6 @@ def registered():
     yield add
     for name in added:
         SERVERS.pop(name, None)
-
-
-@pytest.fixture()
-def run_dag(airflow_db, embedded_s3, monkeypatch):
-    for key, value in embedded_s3.airflow_conn_env("serving_eval_s3").items():
-        monkeypatch.setenv(key, value)
-
-    def run(conf: dict):
-        module = load_dag_module()
-        return module.serving_eval_dag.test(run_conf=conf)
-
-    return run
-
-
-@pytest.fixture()
-def store_for(embedded_s3):
-    def make(bucket: str) -> S3Store:
-        return S3Store(bucket, "eval", embedded_s3.connection("serving_eval_s3"))
-
-    return make
 
 
 def assert_nothing_left(temp_before: set[str], timelines: list[dict]) -> None:

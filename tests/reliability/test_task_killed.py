@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from tasks.pipeline import cleanup_run_dir, run_dir, sweep_leftovers
+from tasks.plan.deadline_alert import DEADLINE_ENV, DEADLINE_OFF
 from tasks.serve.launchers.base import LaunchHandle, recorded_handles
 from tests.dagrun import REPO
 from tests.reliability.faults import conf, load_started
@@ -29,7 +30,9 @@ AIRFLOW = os.path.join(os.path.dirname(sys.executable), "airflow")
 
 @pytest.fixture()
 def dags_test(airflow_db, embedded_s3):
-    env = {**os.environ, **embedded_s3.airflow_conn_env("serving_eval_s3"), "PYTHONPATH": str(REPO)}
+    # `dags test` evaluates no deadline and cannot finish a run of a DAG with one (tasks/plan/deadline_alert.py)
+    env = {**os.environ, **embedded_s3.airflow_conn_env("serving_eval_s3"), "PYTHONPATH": str(REPO),
+           DEADLINE_ENV: DEADLINE_OFF}
     started: list[subprocess.Popen] = []
 
     def run(params: dict) -> subprocess.Popen:

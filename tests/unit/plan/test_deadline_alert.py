@@ -23,6 +23,7 @@ def test_a_suite_without_a_budget_has_no_alert():
 def test_the_deployments_setting_wins():
     assert alert_interval_s({DEADLINE_ENV: " 2 "}) == 2.0
     assert alert_interval_s({DEADLINE_ENV: ""}) == 3960.0  # set but empty: unset
+    assert alert_interval_s({DEADLINE_ENV: "off"}) is None  # how `airflow dags test` runs parse it
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "soon", "nan", "inf"])
