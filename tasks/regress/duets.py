@@ -185,7 +185,8 @@ def merge_duets(regressions: dict, parts: list[dict | None]) -> dict:
     measured_aa = next((p["aa"] for p in parts if (p.get("aa") or {}).get("measured")), regressions.get("aa"))
     groups = []
     for i, group in enumerate(regressions.get("duets", [])):
-        done = [p["duets"][i] for p in parts if i < len(p.get("duets", [])) and p["duets"][i].get("work")]
+        done = [p["duets"][i] for p in parts if i < len(p.get("duets", []))
+                and (p["duets"][i].get("work") or p["duets"][i].get("measured"))]  # the host that took it on
         groups.append(done[0] if done else group)
     return {**regressions, "aa": measured_aa, "duets": groups, "records": records, **count_verdicts(records)}
 
