@@ -7,6 +7,9 @@ from __future__ import annotations
 # uncertain"): both are regressions a team must look at; the second says its interval
 REGRESSED = ("regression", "regression_uncertain")
 IMPROVED = ("improvement", "improvement_uncertain")
+# not settled: the duet left it undecided and the size alone did not decide it either, or the duet decided no change
+# and the size alone lies beyond the minimum effect; counted apart from no_change, nobody's reference, judged again
+NOT_SETTLED = ("undecided", "disputed")
 
 
 def is_regression(verdict: object) -> bool:
@@ -15,6 +18,10 @@ def is_regression(verdict: object) -> bool:
 
 def is_improvement(verdict: object) -> bool:
     return verdict in IMPROVED
+
+
+def is_not_settled(verdict: object) -> bool:
+    return verdict in NOT_SETTLED
 
 
 def duet_figures(record: dict) -> tuple[float | None, list | None]:

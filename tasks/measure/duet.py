@@ -79,6 +79,7 @@ class DuetSettings:
     # label -> that side's own server CPUs instead of the shared `server_cpus` (benchmarks/duet_nights.py measures
     # this alternative, each side on a core of its own, Japke et al.); empty: both sides share them, the duet's way
     side_cpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    first_index: int = 0  # the first pair's number: a duet measured a pair at a time goes on alternating its order
 
 
 @dataclass
@@ -234,7 +235,7 @@ def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSetting
             stops = []
             for load_index in range(len(settings.loads)):
                 mine: list[DuetPair] = []
-                for index in range(settings.max_pairs):
+                for index in range(settings.first_index, settings.first_index + settings.max_pairs):
                     order = sides if index % 2 == 0 else sides[::-1]
                     with ExitStack() as stack:
                         lives = start_lives(order, settings, result, stack)

@@ -66,9 +66,10 @@ def _alone(side: DuetSide, load_index: int, index: int, settings: DuetSettings, 
 
 
 def measure_interleaved(reference: DuetSide, candidate: DuetSide, settings: DuetSettings, *, load_index: int = 0,
-                        rounds: int, budget_s: float, seed: str) -> InterleavedResult:
+                        rounds: int, budget_s: float, seed: str, first_index: int = 0) -> InterleavedResult:
     """Up to `rounds` rounds at `settings.loads[load_index]`, each side alone once a round in a random order, within
-    `budget_s` of measuring time (start-ups included)."""
+    `budget_s` of measuring time (start-ups included); the first round is number `first_index` (its order drawn for
+    that number: rounds measured one call at a time draw what one call would)."""
     result = InterleavedResult()
     sides = {reference.label: reference, candidate.label: candidate}
     lives_of = DuetResult()  # the server lives' timelines and served checks, as a duet keeps them
@@ -76,11 +77,12 @@ def measure_interleaved(reference: DuetSide, candidate: DuetSide, settings: Duet
     started = time.monotonic()
     try:
         with host_lock(settings.run_id, f"{settings.duet_id}.size"):
-            for index in range(rounds):
+            for index in range(first_index, first_index + rounds):
                 spent = time.monotonic() - started
-                if index >= MIN_ROUNDS and result.round_s is not None and spent + result.round_s > budget_s:
-                    result.stop_reason = (f"the budget of {budget_s:g} s: {index} rounds of {result.round_s:.0f} s "
-                                          "each")
+                done = len(result.rounds)
+                if done >= MIN_ROUNDS and result.round_s is not None and spent + result.round_s > budget_s:
+                    result.stop_reason = (f"the budget of {budget_s:g} s: {done} rounds of "
+                                          f"{result.round_s:.0f} s each")
                     break
                 order = round_order(seed, index, (reference.label, candidate.label))
                 figures = {}

@@ -38,11 +38,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tasks.core.metrics import bad_sign
+from tasks.core.verdicts import is_improvement, is_regression
 from tasks.measure.inputs import input_changes
-from tasks.regress.duet import DUET_METRICS, DuetThresholds, judge_pairs, log_ratios
-from tasks.regress.sides import Night, measure_group, runtime_folder_of, trusted_pairs
+from tasks.regress.duet import DUET_METRICS, DuetThresholds, judge_pairs, log_ratios, pairs_to_rule_out
+from tasks.regress.looks import Schedule, duet_schedule
+from tasks.regress.sides import Night, Steps, measure_pairs, runtime_folder_of, trusted_pairs
 from tasks.regress.size import UNCERTAIN
-from tasks.regress.sizing import point_index
 from tasks.runtimes.venvs import folder_files
 
 MAX_PARTS = 6  # more parts than this are not taken apart (a duet each): the change is judged whole
@@ -221,19 +222,72 @@ def attribution_tests(night_tests: int, parts: int) -> int:
     return max(1, night_tests) + parts * len(DUET_METRICS)
 
 
+def _needed(part: dict, budget_pairs: int | None) -> int | None:
+    """The pairs that would rule an undecided part out, where that is more than its duet measures."""
+    needed = part.get("pairs_needed")
+    return needed if needed and (budget_pairs is None or needed > budget_pairs) else None
+
+
+def _undecided_text(name: str, part: dict, budget_pairs: int | None) -> str:
+    needed = _needed(part, budget_pairs)
+    return f"{name} ({part.get('pairs')} pairs" + (f"; ruling it out needs about {needed}" if needed else "") + ")"
+
+
+def _beside_text(name: str, part: dict, budget_pairs: int | None) -> str:
+    needed = _needed(part, budget_pairs)
+    return f"{name} undecided" + (f": ruling it out needs about {needed} pairs" if needed else "")
+
+
+def cause_of(parts: dict[str, dict], causes: list[str], additive: dict | None, budget_pairs: int | None = None) -> str:
+    """The cause of a metric's change from its parts' effects (`causes`: the parts with an effect in the whole
+    change's direction): one part, "several: a, b", each with the parts left undecided or unconfirmed beside it
+    ("model (custom: se-inert undecided)"); "undecided: ..." naming the undecided parts and their pairs where none has
+    an effect; "interaction" only when every part is shown to have no effect alone or the parts' effects, added on
+    the log scale, miss the whole change's (the additivity test rejects)."""
+    undecided = [n for n, p in parts.items() if p["effect"] == "undecided"]
+    unmeasured = [n for n, p in parts.items() if p["effect"] == "unconfirmed"]
+    interacts = additive is not None and not additive["holds"]
+    gap = f"the parts' effects miss the whole by {additive['gap_pct']:+.1f} %" if interacts else ""
+    if causes:
+        cause = causes[0] if len(causes) == 1 else "several: " + ", ".join(causes)
+        beside = [", ".join(_beside_text(n, parts[n], budget_pairs) for n in undecided)] if undecided else []
+        beside += [f"{', '.join(unmeasured)} unconfirmed"] if unmeasured else []
+        cause += f" ({'; '.join(beside)})" if beside else ""
+        return f"{cause}; interaction ({gap})" if interacts else cause
+    if interacts:
+        return f"interaction ({gap})"
+    if undecided:
+        cause = "undecided: " + ", ".join(_undecided_text(n, parts[n], budget_pairs) for n in undecided)
+        return cause + ("; unconfirmed: " + ", ".join(unmeasured) if unmeasured else "")
+    if unmeasured:
+        return "unconfirmed: " + "; ".join(f"{n} ({parts[n]['reason'][:200]})" for n in unmeasured)
+    return "interaction"
+
+
+def _pairs_needed(judged: dict, threshold: float, direction: float) -> int | None:
+    """The pairs at which an undecided part's interval would rule it out, at its observed mean and spread."""
+    if judged.get("log_mean") is None or not direction:
+        return None
+    mean = direction * bad_sign(judged["metric"]) * judged["log_mean"]
+    return pairs_to_rule_out(mean, judged["log_spread"], threshold, judged["alpha"])
+
+
 def attribute(whole_pairs: list[dict], part_pairs: dict[str, list[dict] | str], thresholds: DuetThresholds,
-              tests: int) -> dict:
-    """Per metric: each part's effect (or why it could not be measured) and the cause of the whole change.
-    `part_pairs`: part name -> its hybrid duet's trusted pairs, or the reason it has none; `tests`: the night's."""
+              tests: int, looks: int = 1, metrics: tuple[str, ...] = DUET_METRICS,
+              budget_pairs: int | None = None) -> dict:
+    """Per metric of `metrics` (those whose whole change was decided): each part's effect (or why it could not be
+    measured), for an undecided part the pairs that would rule it out, and the cause of the whole change.
+    `part_pairs`: part name -> its hybrid duet's trusted pairs at its look, or the reason it has none; `tests`: the
+    night's; `looks`: the parts' duets' (L); `budget_pairs`: the most pairs a part's duet measures."""
     from scipy import stats  # lazy: scipy (about 0.3 s) only when parts are judged
 
     measured = {name: pairs for name, pairs in part_pairs.items() if not isinstance(pairs, str)}
     tests = attribution_tests(tests, len(part_pairs))
-    judged = {name: {j["metric"]: j for j in judge_pairs(pairs, thresholds, tests)} for name, pairs in
-              measured.items()}
+    judged = {name: {j["metric"]: j for j in judge_pairs(pairs, thresholds, tests, looks=looks)}
+              for name, pairs in measured.items()}
     whole = {j["metric"]: j for j in judge_pairs(whole_pairs, thresholds, tests)}
-    out: dict = {"tests": tests, "metrics": {}}
-    for metric in DUET_METRICS:
+    out: dict = {"tests": tests, "looks": looks, "metrics": {}}
+    for metric in metrics:
         threshold = thresholds.threshold[metric]
         direction = bad_sign(metric) * math.copysign(1.0, math.log(whole[metric]["ratio"])) \
             if whole[metric].get("ratio") else 0.0
@@ -245,6 +299,8 @@ def attribute(whole_pairs: list[dict], part_pairs: dict[str, list[dict] | str], 
             j = judged[name][metric]
             parts[name] = {"effect": part_effect(j, threshold, direction), "duet_ratio": j.get("ratio"),
                            "duet_ratio_ci": j.get("ratio_ci"), "pairs": j.get("pairs"), "p_value": j.get("p_value")}
+            if parts[name]["effect"] == "undecided":
+                parts[name]["pairs_needed"] = _pairs_needed(j, threshold, direction)
         causes = [n for n, p in parts.items() if p["effect"] == "effect" and p["duet_ratio"]
                   and bad_sign(metric) * math.log(p["duet_ratio"]) * direction > 0]
         floor = thresholds.noise_floor[metric]
@@ -256,85 +312,115 @@ def attribute(whole_pairs: list[dict], part_pairs: dict[str, list[dict] | str], 
             se = math.sqrt(whole_estimate[1] ** 2 + sum(e[1] ** 2 for e in estimates.values()))
             crit = float(stats.norm.ppf(1 - thresholds.alpha / (2 * tests)))
             additive = {"gap_pct": 100 * math.expm1(gap), "holds": not (abs(gap) > threshold and abs(gap) > crit * se)}
-        unmeasured = [n for n, p in parts.items() if p["effect"] == "unconfirmed"]
-        if len(causes) == 1:
-            cause = causes[0]
-        elif causes:
-            cause = "several: " + ", ".join(causes)
-        elif unmeasured:
-            cause = "unconfirmed: " + "; ".join(f"{n} ({parts[n]['reason'][:200]})" for n in unmeasured)
-        else:
-            cause = "interaction"
-        if additive and not additive["holds"] and cause != "interaction":
-            cause += f"; interaction (the parts' effects miss the whole by {additive['gap_pct']:+.1f} %)"
-        out["metrics"][metric] = {"parts": parts, "cause": cause, "additive": additive}
+        out["metrics"][metric] = {"parts": parts, "cause": cause_of(parts, causes, additive, budget_pairs),
+                                  "additive": additive}
     return out
 
 
 # --- measuring the parts ---------------------------------------------------------------------------------------
 
-def _part_duet(group: dict, sub: dict, i: int, part: Part, folders: tuple[Path | None, Path | None], root: Path,
-               night: Night) -> dict:
-    """One hybrid (the reference with `part` of tonight's) beside the reference, at the sub-group's points."""
-    reference_inputs, candidate_inputs = group["reference"]["inputs"], group["candidate"]["inputs"]
-    try:
-        folder = None
-        if part.kind in ("requirement", "runtime_files"):
-            folder = make_hybrid_folder(part, folders[0], folders[1], root / f"part{i}")
-        hybrid = hybrid_inputs(reference_inputs, candidate_inputs, part, folder)
-    except Exception as exc:  # noqa: BLE001 - no hybrid of this part: said, with why
-        return {"pairs": [], "error": f"no hybrid could be made: {type(exc).__name__}: {exc}"[:2000],
-                "stop_reason": ""}
-    return measure_group(sub, night, pairs=(night.config.duet_min_pairs, night.config.duet_max_pairs),
-                         duet_id=f"{group['duet_id']}.part{i}", inputs=(reference_inputs, hybrid))
+def _hybrid(group: dict, i: int, part: Part, folders: tuple[Path | None, Path | None], root: Path) -> dict:
+    """The reference's inputs with `part` of tonight's (its hybrid runtime folder made under `root`)."""
+    folder = None
+    if part.kind in ("requirement", "runtime_files"):
+        folder = make_hybrid_folder(part, folders[0], folders[1], root / f"part{i}")
+    return hybrid_inputs(group["reference"]["inputs"], group["candidate"]["inputs"], part, folder)
 
 
-def attribute_group(records: list[dict], group: dict, night: Night) -> None:
-    """Where tonight's inputs differ from the reference's in more than one part and the duet found a change: a
-    hybrid duet per part at the load points that changed, each record's `cause` and `attribution` from them."""
-    reference_inputs, candidate_inputs = group["reference"]["inputs"], group["candidate"]["inputs"]
-    detected = sorted({point_index(group, r) for r in records if r.get("duet_verdict") in UNCERTAIN})
-    if not detected:
-        return
+def group_parts(group: dict, night: Night) -> tuple[list[Part], tuple[Path | None, Path | None]]:
+    """The parts in which the group's candidate differs from its reference (recorded once in the group's
+    `attribution`), and both sides' runtime folders."""
     folders: list[Path | None] = []
-    for inputs in (reference_inputs, candidate_inputs):
+    for inputs in (group["reference"]["inputs"], group["candidate"]["inputs"]):
         try:
             folders.append(runtime_folder_of(inputs, night.store))
         except Exception:  # noqa: BLE001 - not at hand: the runtime stays one part (change_parts says so)
             folders.append(None)
-    parts, notes = change_parts(reference_inputs, candidate_inputs, folders[0], folders[1])
-    group["attribution"] = {"parts": [p.to_dict() for p in parts], "notes": notes, "duets": []}
-    if len(parts) < 2:
-        return
-    if len(parts) > MAX_PARTS:
-        notes.append(f"{len(parts)} parts changed, more than {MAX_PARTS}: the change is judged whole")
-        return
-    sub = {**group, "points": [group["points"][i] for i in detected]}
-    root = Path(night.started["run"].get("run_dir") or ".") / "hybrids" / group["duet_id"]
+    parts, notes = change_parts(group["reference"]["inputs"], group["candidate"]["inputs"], folders[0], folders[1])
+    if "attribution" not in group:
+        if len(parts) > MAX_PARTS:
+            notes.append(f"{len(parts)} parts changed, more than {MAX_PARTS}: the change is judged whole")
+        group["attribution"] = {"parts": [p.to_dict() for p in parts], "notes": notes, "duets": []}
+    return parts, (folders[0], folders[1])
+
+
+def attributed_metrics(records: list[dict]) -> tuple[str, ...]:
+    """The metrics whose whole change was decided: the duet found it and the size alone did not rule it smaller
+    than the minimum effect (a regression or an improvement, its size certain or not)."""
+    return tuple(r["metric"] for r in records
+                 if r.get("duet_verdict") in UNCERTAIN and (is_regression(r.get("verdict"))
+                                                            or is_improvement(r.get("verdict"))))
+
+
+def _direction(record: dict) -> float:
+    ratio = record.get("duet_ratio")
+    return bad_sign(record["metric"]) * math.copysign(1.0, math.log(ratio)) if ratio else 0.0
+
+
+def attribute_point(records: list[dict], group: dict, index: int, night: Night, carried: dict,
+                    whole_pairs: list[dict]) -> dict | None:
+    """Where tonight's inputs differ from the reference's in more than one part and some metric's whole change was
+    decided: a hybrid duet per part at the group's load point `index`, look by look, going on with `carried` work;
+    each such record's `cause` and `attribution`. The point's attribution state (None: nothing to take apart)."""
+    earlier = (carried.get("work") or {}).get("attribution") or {}
+    metrics = attributed_metrics(records)
+    if not metrics:
+        return None
+    parts, folders = group_parts(group, night)
+    if not 2 <= len(parts) <= MAX_PARTS:
+        return None
+    tests = attribution_tests(night.tests, len(parts))
+    corrected = replace(night, tests=tests)
+    root = Path(night.started["run"].get("run_dir") or ".") / "hybrids" / f"{group['duet_id']}.{index}"
+    directions = {r["metric"]: _direction(r) for r in records}
     part_pairs: dict[str, list[dict] | str] = {}
-    corrected = replace(night, tests=attribution_tests(night.tests, len(parts)))
+    states: dict[str, dict] = {}
     try:
         for i, part in enumerate(parts):
-            measured = _part_duet(group, sub, i, part, (folders[0], folders[1]), root, corrected)
-            group["attribution"]["duets"].append({"part": part.name, "measured": measured})
-            part_pairs[part.name] = measured
+            state = (earlier.get("parts") or {}).get(part.name) or {}
+            schedule = Schedule.from_dict(state["schedule"]) if state else \
+                duet_schedule(night.config.duet_min_pairs, night.config.duet_max_pairs)
+
+            def settled(kept: list[dict], schedule: Schedule = schedule) -> bool:
+                judged = {j["metric"]: j for j in judge_pairs(kept, night.thresholds, tests, looks=schedule.count)}
+                return all(part_effect(judged[m], night.thresholds.threshold[m], directions[m]) != "undecided"
+                           for m in metrics)
+
+            earlier_pairs = (carried.get("parts") or {}).get(part.name) or []
+            if state.get("done"):
+                steps = Steps(list(earlier_pairs), state.get("stop_reason", ""), True)
+            else:
+                try:
+                    hybrid = _hybrid(group, i, part, folders, root)
+                except Exception as exc:  # noqa: BLE001 - no hybrid of this part: said, with why
+                    hybrid, steps = None, Steps([], "", True, f"no hybrid could be made: {type(exc).__name__}: "
+                                                              f"{exc}"[:2000])
+                if hybrid is not None:
+                    steps = measure_pairs(group, index, corrected, schedule, settled, earlier_pairs,
+                                          duet_id=f"{group['duet_id']}.part{i}.{index}",
+                                          inputs=(group["reference"]["inputs"], hybrid))
+            group["attribution"]["duets"].append({"part": part.name, "point": index, "measured": {
+                "pairs": steps.items, "error": steps.error, "stop_reason": steps.stop_reason}})
+            kept, flags = trusted_pairs(steps.items)
+            look = schedule.latest(len(kept))
+            part_pairs[part.name] = kept[:look or len(kept)] if not steps.error or len(kept) >= 2 else steps.error
+            if steps.error is None and len(kept) < 2 and flags and steps.done:
+                part_pairs[part.name] = f"{len(flags)} of its pairs set aside; fewer than 2 remain"
+            states[part.name] = {"schedule": schedule.to_dict(), "pairs": len(kept), "set_aside": len(flags),
+                                 "looks_taken": schedule.taken(len(kept)), "done": steps.done,
+                                 "stop_reason": steps.stop_reason}
     finally:
         shutil.rmtree(root, ignore_errors=True)  # the hybrids' venvs stay cached by their requirements' hash
-    whole = group.get("measured") or {}
-    for position, index in enumerate(detected):
-        by_part: dict[str, list[dict] | str] = {}
-        for name, measured in part_pairs.items():
-            trusted, flags = trusted_pairs([p for p in measured["pairs"] if p["load"] == position])
-            by_part[name] = trusted if len(trusted) >= 2 else (
-                measured.get("error") or f"{len(flags)} of its pairs set aside; fewer than 2 remain")
-        whole_pairs = trusted_pairs([p for p in whole.get("pairs", []) if p["load"] == index])[0]
-        judged = attribute(whole_pairs, by_part, night.thresholds, night.tests)
-        for record in records:
-            if point_index(group, record) != index:
-                continue
-            found = judged["metrics"][record["metric"]]
-            record["attribution"] = {"parts": found["parts"], "additive": found["additive"], "notes": notes,
-                                     "tests": judged["tests"]}
-            if record.get("duet_verdict") in UNCERTAIN:
-                record["cause"] = found["cause"]
-                record["reason"] = f"{record.get('reason', '')}; cause: {found['cause']}"
+    looks = max((Schedule.from_dict(s["schedule"]).count for s in states.values()), default=1)
+    judged = attribute(whole_pairs, part_pairs, night.thresholds, night.tests, looks=looks, metrics=metrics,
+                       budget_pairs=max((Schedule.from_dict(s["schedule"]).last for s in states.values()),
+                                        default=None))
+    for record in records:
+        found = judged["metrics"].get(record["metric"])
+        if found is None:
+            record["attribution"] = {"notes": ["not attributed: the whole change of this metric was not decided"]}
+            continue
+        record["attribution"] = {"parts": found["parts"], "additive": found["additive"],
+                                 "notes": group["attribution"]["notes"], "tests": judged["tests"], "looks": looks}
+        record["cause"] = found["cause"]
+    return {"parts": states, "done": all(s["done"] for s in states.values())}

@@ -24,6 +24,7 @@ from tasks.core.results import CELL_KEY, SCHEMA_VERSION, cell_key, row_protocol
 from tasks.plan.cells import Plan
 from tasks.plan.control import control_cell, control_row, control_summary, is_control_match
 from tasks.regress.annotations import apply_exclusions, list_acceptances, list_exclusions
+from tasks.regress.carry import carry_over
 from tasks.regress.detect import (
     ALPHA_NIGHT,
     BASELINE_MAX_NIGHTS,
@@ -37,10 +38,12 @@ from tasks.regress.detect import (
 )
 from tasks.regress.duet import ALPHA_DUET, DUET_METRICS, DUET_THRESHOLD, NOISE_FLOOR
 from tasks.regress.duets import count_verdicts, plan_aa, plan_duets
+from tasks.regress.looks import LAST_LOOK_SHARE, SIZE_LOOKS
 from tasks.regress.missing import MISSING, missing_records, night_of, previous_night
+from tasks.regress.order import work_order
 from tasks.regress.references import Reference, find_references
-from tasks.regress.size import SCOPE, SIZE_CONFIDENCE_PCT, SIZE_METRICS
-from tasks.store.history import list_manifests, read_parity_history, read_regression_records, read_runs
+from tasks.regress.size import ALPHA_SIZE, SCOPE, SIZE_CONFIDENCE_PCT, SIZE_METRICS
+from tasks.store.history import list_manifests, read_parity_history, read_regressions, read_runs
 from tasks.store.s3 import S3Store
 
 HISTORY_MAX_RUNS = 120  # the newest runs before tonight that are read (a reference is the newest accepted night)
@@ -58,6 +61,12 @@ def method_summary() -> dict:
             "duet_metrics": list(DUET_METRICS), "alpha_duet": ALPHA_DUET, "alpha_environment": ALPHA_NIGHT,
             "duet_threshold_pct": {m: 100 * v for m, v in DUET_THRESHOLD.items()},
             "size_metrics": list(SIZE_METRICS), "size_confidence_pct": SIZE_CONFIDENCE_PCT, "size_scope": SCOPE,
+            "looks": {"alpha_size": ALPHA_SIZE, "size_looks": list(SIZE_LOOKS), "last_look_share": LAST_LOOK_SHARE,
+                      "describe": "sizes: looks at the counts of size_looks up to the share of size_rounds, then "
+                                  "size_rounds, each look's intervals at 1 - alpha_size / L; duets: looks at "
+                                  "duet_min_pairs and its doublings up to the share of duet_max_pairs, then "
+                                  "duet_max_pairs, each look's tests at alpha_duet / (tests * L); a verdict is the "
+                                  "one of the look where its pairs or rounds stopped"},
             "noise_floor_pct": {k: 100 * v for k, v in NOISE_FLOOR.items()},
             "min_effect_pct": {m: 100 * METRICS[m].min_effect for m in DUET_METRICS},
             "environment": {"min_history": MIN_HISTORY, "segment_nights": SEGMENT_NIGHTS,
@@ -123,7 +132,8 @@ def judge_run(store: S3Store, run: dict, rows: list[dict], parity_now: list[dict
     history_rows = history.astype(object).where(history.notna(), None).to_dict("records")
     exclusions = list_exclusions(store)
     history_rows, applied = apply_exclusions(history_rows, exclusions)
-    earlier = read_regression_records(store, manifests)
+    documents = read_regressions(store, manifests)
+    earlier = {run_id: doc.get("records", []) for run_id, doc in documents.items()}
     control = control_cell(config)
     references = find_references([r for r in rows if r.get("role") != "control"], history_rows, earlier,
                                  list_acceptances(store))
@@ -134,11 +144,13 @@ def judge_run(store: S3Store, run: dict, rows: list[dict], parity_now: list[dict
     for record in detect_parity_regressions(parity_now, parity_history, run["host"]):
         records.append({**record, "kind": "parity"})
     records += missing_cells(store, manifests, run, rows, plan)
+    duets = plan_duets(references, plan)
+    carry_over(duets, documents)
     return {
         "schema_version": SCHEMA_VERSION, "history_runs": len(manifests), "history_before": run["logical_date"],
         "exclusions": applied, "method": method_summary(),
         "control": control_summary(config.control_cell, control, control_row(rows, control), records),
-        "aa": plan_aa(rows, plan), "duets": plan_duets(references, plan),
+        "aa": plan_aa(rows, plan), "duets": duets, "order": work_order(duets, rows, plan),
         **count_verdicts(records), "missing": sum(r.get("verdict") == MISSING for r in records), "records": records,
     }
 

@@ -3,34 +3,41 @@ measured it, after tonight's A/A duet of the control cell has measured the duet'
 
     planned = plan_duets(references, plan)              # in the regression check (tasks/regress/check.py)
     regressions = run_duets(started, conversions, regressions, host=...)   # one task per measuring host
+    regressions = merge_duets(regressions, parts)       # the hosts' tasks put together, the verdicts settled
 
 A duet group is one server session's changed cells that share their reference night: each cell's load point gets its
 own pairs, and every pair runs on two servers started fresh for it (tasks/measure/duet.py); the sides are built from
 their inputs records (tasks/regress/sides.py), and a reference that cannot be had again is reported as such
 (`unconfirmed`, with the reason), never silently skipped. Both sides are driven by tonight's load generator. The
-duet is the detector; a change it finds is sized alone (tasks/regress/sizing.py) and, where several parts of the
-inputs changed, taken apart part by part (tasks/regress/attribution.py).
+duet is the detector; a change it finds or leaves undecided is sized alone (tasks/regress/sizing.py) and, where
+several parts of the inputs changed, taken apart part by part (tasks/regress/attribution.py).
+
+The work is done one load point at a time in the order of regressions.json `order` (tasks/regress/order.py), each
+point's duet, size and attribution before the next point's (tasks/regress/point.py), every pair and round within the
+night's clock (tasks/regress/clock.py: `regress_deadline(plan.night)`); what it cuts is left for the next night
+(tasks/regress/carry.py). Once every point is done, the verdicts are settled on the night's sizes
+(`settle_records`): m, the sizes read tonight as the detector, is only known then.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
 from dataclasses import replace
 
+from tasks.core.metadata import host_fingerprint
 from tasks.core.results import SESSION_KEY
-from tasks.core.verdicts import is_improvement, is_regression
-from tasks.measure.duet import measure_duet
-from tasks.measure.interleaved import measure_interleaved
+from tasks.core.verdicts import is_improvement, is_not_settled, is_regression
 from tasks.plan.cells import Plan
 from tasks.plan.control import control_cell, control_row
-from tasks.regress.attribution import attribute_group
-from tasks.regress.duet import DUET_METRICS, DuetThresholds, aa_noise, judge_pairs
+from tasks.plan.night import regress_deadline
+from tasks.regress.clock import WorkClock
+from tasks.regress.duet import DUET_METRICS, DuetThresholds, aa_noise
+from tasks.regress.looks import Schedule
+from tasks.regress.point import point_records, run_point, settle_point
 from tasks.regress.references import Reference, row_inputs
-from tasks.regress.sides import Night, measure_group, trusted_pairs
-from tasks.regress.size import size_verdict
-from tasks.regress.sizing import POINT_FIELDS, point_index, size_group
+from tasks.regress.sides import Measuring, Night, measure_pairs
+from tasks.regress.sizing import POINT_FIELDS
 from tasks.store.s3 import S3Store
 
 AA_PAIRS = 4  # pairs of tonight's A/A duet of the control cell
@@ -57,8 +64,9 @@ def plan_duets(references: list[Reference], plan: Plan) -> list[dict]:
             "duet_id": f"duet{len(groups)}.{row['model']}.{row['format']}.{row['server']}",
             "host": _host_of(row, plan), "session": {k: row.get(k) for k in (*SESSION_KEY, "config_id")},
             "reference": {"run_id": ref.reference.get("run_id"), "logical_date": ref.reference.get("logical_date"),
-                          "inputs": ref.reference_inputs},
-            "candidate": {"inputs": row_inputs(row)}, "changes": ref.changes, "points": []})
+                          "inputs": ref.reference_inputs, "inputs_sha": ref.reference.get("inputs_sha")},
+            "candidate": {"inputs": row_inputs(row), "inputs_sha": row.get("inputs_sha")},
+            "host_fingerprint": host_fingerprint(row), "changes": ref.changes, "points": []})
         group["points"].append({k: row.get(k) for k in POINT_FIELDS})
     return list(groups.values())
 
@@ -77,87 +85,93 @@ def plan_aa(rows: list[dict], plan: Plan) -> dict | None:
 
 
 def _records_of(regressions: dict, group: dict) -> list[dict]:
-    session = group["session"]
-    points = [tuple(p.get(k) for k in POINT_FIELDS) for p in group["points"]]
-    return [r for r in regressions["records"] if r.get("kind") == "duet"
-            and all(r.get(k) == session[k] for k in session)
-            and tuple(r.get(k) for k in POINT_FIELDS) in points]
+    return [r for i in range(len(group["points"])) for r in point_records(regressions, group, i)]
 
 
-def settle_group(regressions: dict, group: dict, measured: dict, thresholds: DuetThresholds, tests: int) -> None:
-    """Each pending record of the group gets its duet's finding (the detector's, `duet_*`), or `unconfirmed` with
-    the reason. A change found is a `*_uncertain` verdict until its size alone settles it (tasks/regress/sizing.py)."""
-    for record in _records_of(regressions, group):
-        index = point_index(group, record)
-        mine, flags = trusted_pairs([p for p in measured["pairs"] if p["load"] == index])
-        record["duet"] = {"duet_id": group["duet_id"], "pairs": len(mine), "stop_reason": measured["stop_reason"],
-                          "set_aside": flags,
-                          "thresholds": {"threshold_pct": 100 * thresholds.threshold[record["metric"]],
-                                         "noise_floor_pct": 100 * thresholds.noise_floor[record["metric"]],
-                                         **thresholds.source}}
-        if len(mine) < 2 and (measured.get("error") or flags):
-            record.update(verdict="unconfirmed", reason=measured.get("error") or (
-                f"{len(flags)} of the duet's pairs were set aside ({flags[0]}); fewer than 2 remain"))
-            continue
-        judged = next(j for j in judge_pairs(mine, thresholds, tests) if j["metric"] == record["metric"])
-        record.update({f"duet_{k}": judged[k] for k in ("ratio", "ratio_ci", "change_pct", "p_value",
-                                                          "p_improvement", "threshold_pct", "verdict")})
-        record["duet_reason"] = (f"the duet (the detector) of {len(mine)} pairs: {record['metric']} "
-                                 f"x{judged['ratio']:.3f} against {group['reference']['run_id']}"
-                                 if judged["ratio"] else judged.get("reason") or "")
-        record["verdict"], why = size_verdict(record["metric"], judged["verdict"], None)
-        record["reason"] = f"{record['duet_reason']}; {why}"
+def measure_aa(aa: dict, night: Night) -> dict:
+    """Tonight's A/A duet: AA_PAIRS pairs of the control cell, each within the night's clock."""
+    steps = measure_pairs(aa, 0, night, Schedule((AA_PAIRS,)), lambda _kept: False)
+    return {"pairs": steps.items, "error": steps.error, "stop_reason": steps.stop_reason, **steps.extra}
+
+
+def settle_records(records: list[dict]) -> None:
+    """Every duet record's verdict from its duet and its size alone (tasks/regress/size.py), with m the sizes read
+    tonight as the detector (those of metrics whose duet was undecided and whose size has an interval)."""
+    duets = [r for r in records if r.get("kind") == "duet" and "duet_verdict" in r]
+    detector = sum(r["duet_verdict"] == "undecided" and (r.get("size") or {}).get("log_se") is not None
+                   for r in duets)
+    settle_point(duets, max(1, detector))
+
+
+def _ordered(regressions: dict, groups: list[dict]) -> list[tuple[dict, int]]:
+    """The night's load points in the order of `order` (any the order lacks after it, in the groups' order)."""
+    by_id = {g["duet_id"]: g for g in groups}
+    seen, out = set(), []
+    for entry in regressions.get("order") or []:
+        group = by_id.get(entry["duet_id"])
+        if group is not None and entry["point"] < len(group["points"]):
+            out.append((group, entry["point"]))
+            seen.add((entry["duet_id"], entry["point"]))
+    out += [(g, i) for g in groups for i in range(len(g["points"])) if (g["duet_id"], i) not in seen]
+    return out
 
 
 def run_duets(started: dict, conversions: list[dict], regressions: dict, *, host: str | None = None,
-              store: S3Store | None = None, measure: Callable = measure_duet,
-              measure_alone: Callable = measure_interleaved) -> dict:
+              store: S3Store | None = None, measuring: Measuring | None = None) -> dict:
     """Measure the night's duets (with `host`, that host's) and settle their records; first tonight's A/A duet of
-    the control cell where it was measured, whose noise sizes the night's thresholds on this host. A change a duet
-    finds is then sized alone (`size_group`) and, where several parts of the inputs changed, taken apart
-    (`attribute_group`)."""
+    the control cell where it was measured, whose noise sizes the night's thresholds on this host. Then each
+    changed load point in the night's order: its duet, its size alone where the duet found a change or left one
+    undecided, its parts where several changed (tasks/regress/point.py), every pair and round within the night's
+    clock (`regress_deadline(plan.night)`, epoch seconds). `measuring` builds and measures the sides and tells the
+    time (tests pass their own)."""
     regressions = copy.deepcopy(regressions)
+    measuring = measuring or Measuring()
     plan = Plan.from_dict(started)
     config = plan.config
     groups = [g for g in regressions.get("duets", []) if host is None or g.get("host") in (host, None)]
     aa = regressions.get("aa")
     noise: dict = {}
-    night = Night(started, config, store, measure=measure, measure_alone=measure_alone)
+    night = Night(started, config, store, measure=measuring.measure, measure_alone=measuring.measure_alone,
+                  build=measuring.build, clock=WorkClock(regress_deadline(plan.night), measuring.now))
     if aa and (host is None or aa.get("host") in (host, None)) and config.duets:
-        measured = measure_group(aa, night, pairs=(AA_PAIRS, AA_PAIRS))
+        measured = measure_aa(aa, night)
         noise = {k: v for k, v in aa_noise(measured["pairs"]).items() if v is not None}
         regressions["aa"] = {**aa, "measured": measured, "noise": noise}
     tests = max(1, sum(len(g["points"]) for g in regressions.get("duets", [])) * len(DUET_METRICS))
-    thresholds = DuetThresholds.detector(noise)
-    night = replace(night, thresholds=thresholds, tests=tests)
-    for group in groups:
-        if not config.duets:
+    night = replace(night, thresholds=DuetThresholds.detector(noise), tests=tests)
+    if not config.duets:
+        for group in groups:
             for record in _records_of(regressions, group):
                 record.update(verdict="unconfirmed", reason="Param duets is off: the change was not measured")
-            continue
-        measured = measure_group(group, night, pairs=(config.duet_min_pairs, config.duet_max_pairs))
-        group["measured"] = measured
-        settle_group(regressions, group, measured, thresholds, tests)
-        records = _records_of(regressions, group)
-        size_group(records, group, night)
-        attribute_group(records, group, night)
+        return {**regressions, **count_verdicts(regressions["records"])}
+    for group, index in _ordered(regressions, groups):
+        run_point(regressions, group, index, night)
+    for group in groups:
+        group.pop("carried", None)  # pooled into the group's own pairs and rounds; `work` says from which night
+    settle_records(regressions["records"])
     return {**regressions, **count_verdicts(regressions["records"])}
 
 
 def count_verdicts(records: list[dict]) -> dict:
     """The night's counts: `regressions` and `improvements` include those whose size is uncertain (`uncertain`
-    counts those apart)."""
+    counts those apart); `undecided` and `disputed` are not settled (`not_settled` both), never `no_change`; `left`
+    the records whose work the night's clock left for the next night."""
     return {"regressions": sum(is_regression(r.get("verdict")) for r in records),
             "unconfirmed": sum(r.get("verdict") == "unconfirmed" for r in records),
             "improvements": sum(is_improvement(r.get("verdict")) for r in records),
             "uncertain": sum(str(r.get("verdict")).endswith("_uncertain") for r in records),
+            "undecided": sum(r.get("verdict") == "undecided" for r in records),
+            "disputed": sum(r.get("verdict") == "disputed" for r in records),
+            "not_settled": sum(is_not_settled(r.get("verdict")) for r in records),
+            "left": sum(bool(r.get("left")) for r in records),
             "environment": sum(r.get("verdict") == "environment" for r in records),
             "pending": sum(r.get("verdict") == "pending" for r in records)}
 
 
 def merge_duets(regressions: dict, parts: list[dict | None]) -> dict:
     """One regressions.json from the per-host duet tasks: each pending record as the part that settled it (still
-    pending in every part: unconfirmed, no host measured it), the A/A and the duet groups as measured."""
+    pending in every part: unconfirmed, no host measured it), the A/A and the duet groups as measured; the verdicts
+    settled again over every host's sizes."""
     parts = [p for p in parts if p]
     records = []
     for i, record in enumerate(regressions.get("records", [])):
@@ -167,10 +181,12 @@ def merge_duets(regressions: dict, parts: list[dict | None]) -> dict:
         if chosen.get("verdict") == "pending":
             chosen.update(verdict="unconfirmed", reason="no measuring task ran this cell's duet")
         records.append(chosen)
+    settle_records(records)
     measured_aa = next((p["aa"] for p in parts if (p.get("aa") or {}).get("measured")), regressions.get("aa"))
     groups = []
     for i, group in enumerate(regressions.get("duets", [])):
-        done = [p["duets"][i] for p in parts if i < len(p.get("duets", [])) and p["duets"][i].get("measured")]
+        done = [p["duets"][i] for p in parts if i < len(p.get("duets", []))
+                and (p["duets"][i].get("work") or p["duets"][i].get("measured"))]  # the host that took it on
         groups.append(done[0] if done else group)
     return {**regressions, "aa": measured_aa, "duets": groups, "records": records, **count_verdicts(records)}
 

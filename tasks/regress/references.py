@@ -1,8 +1,10 @@
 """Each cell's reference: the inputs of its last accepted night, and what changed since.
 
 A cell's reference is its newest earlier ok row on the same comparison key (cell key, protocol, host fingerprint)
-that was not excluded and not judged a regression on its own night (a regression is not accepted as a baseline),
-unless someone accepted that night's level (an acceptance, `tasks.regress.annotations`: `tasks.cli accept`).
+that was not excluded, not judged a regression on its own night (a regression is not accepted as a baseline) and
+not left unsettled there (`undecided`, `disputed`, or work the night's clock left for the next night: the next
+night judges the same change again, tasks/regress/carry.py), unless someone accepted that night's level (an
+acceptance, `tasks.regress.annotations`: `tasks.cli accept`).
 Tonight's cell then is, against it:
 
     no_history   the cell has no earlier accepted night (its first night)
@@ -17,7 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from tasks.core.results import is_overload
+from tasks.core.results import CELL_KEY, cell_key, is_overload
+from tasks.core.verdicts import NOT_SETTLED, REGRESSED
 from tasks.measure.inputs import input_changes, stack_changed
 from tasks.regress.annotations import is_excluded
 from tasks.regress.detect import comparison_key, verdict_pairs
@@ -50,11 +53,19 @@ def row_inputs(row: dict) -> dict | None:
     return json.loads(text) if isinstance(text, str) else text
 
 
+def unaccepted(earlier_records: dict[str, list[dict]]) -> set[tuple[str, tuple]]:
+    """(run_id, comparison key) of every cell a night judged a regression, left not settled, or left work of for the
+    next night: nobody's reference."""
+    left = {(run_id, (*cell_key(r), r.get("host", ""))) for run_id, records in earlier_records.items()
+            for r in records if r.get("left") and all(k in r for k in CELL_KEY if k not in ("config_id", "protocol"))}
+    return verdict_pairs(earlier_records, REGRESSED + NOT_SETTLED) | left
+
+
 def accepted_history(history_rows: list[dict], earlier_records: dict[str, list[dict]],
                      acceptances: list[dict] = ()) -> dict[tuple, list[dict]]:
-    """comparison key -> the earlier ok rows that may be a reference, newest first (a night judged a regression
-    for that cell is left out, unless an acceptance covers it)."""
-    regressed = verdict_pairs(earlier_records)
+    """comparison key -> the earlier ok rows that may be a reference, newest first (a night that judged that cell
+    a regression, left it not settled or left work of it is left out, unless an acceptance covers it)."""
+    regressed = unaccepted(earlier_records)
     by_key: dict[tuple, list[dict]] = {}
     for row in history_rows:
         if row.get("status") != "ok":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from tasks.core.verdicts import duet_figures, is_regression, size_alone
+from tasks.core.verdicts import duet_figures, is_not_settled, is_regression, size_alone
 from tasks.regress.size import SCOPE
 from tasks.report.formatting import REASON_CHARS, cell_value, label, unit
 from tasks.report.plots import Series, line_chart
@@ -58,22 +58,26 @@ def _where(record: dict) -> str:
 
 
 VERDICT_TEXT = {"regression_uncertain": "regression, size uncertain", "improvement_uncertain": "improvement, size "
-                "uncertain", "no_change": "no change"}
+                "uncertain", "no_change": "no change", "undecided": "not settled: undecided",
+                "disputed": "not settled: disputed (the duet said no change)"}
 
 
 def _duet(record: dict) -> dict:
     """One duet record's row: the size alone (the ruler) with its interval, the duet's ratio (the detector), the
     verdict and its cause. Records of runs before sizes existed carry the duet's figures as `ratio`."""
     note = "; ".join(record.get("changes") or []) + f" ({record.get('reference_run_id')})"
-    if record.get("verdict") == "unconfirmed" or str(record.get("verdict")).endswith("_uncertain"):
+    if record.get("verdict") == "unconfirmed" or str(record.get("verdict")).endswith("_uncertain") \
+            or is_not_settled(record.get("verdict")) or record.get("left"):
         note = f"{note}: {record.get('reason')}"
     (ratio, ci), size, alone = duet_figures(record), record.get("size") or {}, size_alone(record)
     size_ci = record.get("change_ci") if "duet_ratio" in record else None
+    confidence = (size.get("verdict_confidence_pct") or size.get("confidence_pct")) if size_ci else None
     verdict = record.get("verdict")
     return {"where": _where(record), "metric": record["metric"], "verdict": VERDICT_TEXT.get(verdict, verdict),
             "bad": is_regression(verdict),
             "size": f"{alone[0]:+.1f} %" if alone else "–",
-            "size_ci": f"{size_ci[0]:+.1f} to {size_ci[1]:+.1f} %" if size_ci else "–",
+            "size_ci": (f"{size_ci[0]:+.1f} to {size_ci[1]:+.1f} %" + (f" ({confidence:.4g} %)" if confidence else ""))
+            if size_ci else "–",
             "rounds": cell_value(size.get("rounds")) if size else "–",
             "ratio": (f"×{ratio:.3f}" + (f" ({ci[0]:.3f}–{ci[1]:.3f})" if ci else "")) if ratio else "–",
             "pairs": cell_value((record.get("duet") or {}).get("pairs")), "cause": record.get("cause") or "–",
@@ -90,6 +94,8 @@ def _side_by_side(regressions: dict) -> dict:
     control = regressions.get("control") or {}
     drift = ((control.get("drift") or {}).get("throughput_rps") or {}).get("change_pct")
     return {"flagged": sum(is_regression(r.get("verdict")) for r in duets), "duets": [_duet(r) for r in duets],
+            "not_settled": sum(is_not_settled(r.get("verdict")) for r in duets),
+            "left": sum(bool(r.get("left")) for r in duets),
             "unchanged": sum(r.get("kind") == "inputs" and r.get("verdict") == "no_change" for r in records),
             "new": sum(r.get("kind") == "inputs" and r.get("verdict") == "no_history" for r in records),
             "duets_run": len(regressions.get("duets") or []), "scope": SCOPE,

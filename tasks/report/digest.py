@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 from tasks.core.results import OVERLOAD_MODE, read_parquet_bytes
-from tasks.core.verdicts import duet_figures, is_regression, size_alone
+from tasks.core.verdicts import duet_figures, is_not_settled, is_regression, size_alone
 from tasks.store.layout import safe_run_id
 from tasks.store.s3 import S3Store
 
-DIGEST_SCHEMA_VERSION = "1.0"
+DIGEST_SCHEMA_VERSION = "1.1"  # 1.1: `not_settled`
 
 
 def best_stacks(frame) -> list[dict]:
@@ -44,11 +44,12 @@ def _runner_up(group, winner: str) -> dict | None:
 
 def make_digest(manifest: dict, frame, regressions: dict) -> dict:
     flagged = [r for r in regressions.get("records", []) if is_regression(r.get("verdict"))]
+    unsettled = [r for r in regressions.get("records", []) if is_not_settled(r.get("verdict"))]
     return {
         "schema_version": DIGEST_SCHEMA_VERSION, "run_id": manifest["run_id"], "logical_date": manifest["logical_date"],
         "run_status": manifest["status"], "manifest": f"{manifest['prefix']}/manifest.json",
         "cells": int(len(frame)), "failed_cells": int((frame["status"] == "failed").sum()),
-        "best": best_stacks(frame), "regressions": flagged,
+        "best": best_stacks(frame), "regressions": flagged, "not_settled": unsettled,
     }
 
 
@@ -90,6 +91,12 @@ def render_markdown(digest: dict) -> str:
                          f"({change} %, {r.get('method')})")
     if not digest["regressions"]:
         lines.append("None.")
+    unsettled = digest.get("not_settled") or []
+    if unsettled:  # judged again the next night: neither a regression nor no change yet
+        lines += ["", f"## Not settled ({len(unsettled)})", ""]
+        for r in unsettled:
+            where = "/".join(str(r.get(k)) for k in ("model", "format", "server", "load") if r.get(k) is not None)
+            lines.append(f"- {where}: {r['metric']} {duet_finding(r)} against {r.get('reference_run_id')}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,5 +1,6 @@
 """A night's findings: what the team is told (docs/notifications.md#the-message), one per regression or improvement
-(per cell and metric), failed, contended or missing cell, cell removed from the plan, and failed validation.
+(per cell and metric), change not settled (`undecided` or `disputed`: judged again the next night), failed,
+contended or missing cell, cell removed from the plan, and failed validation.
 
     findings = night_findings(rows, regressions, validation)       # from the run's published objects
     findings = mark_announced(findings, earlier_notifications)     # new, or open since the night first announced
@@ -17,7 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from tasks.core.metrics import METRICS, number
-from tasks.core.verdicts import duet_figures, is_improvement, is_regression
+from tasks.core.verdicts import duet_figures, is_improvement, is_not_settled, is_regression
 from tasks.report.formatting import load_text
 
 STACK_KINDS = ("duet", "parity")  # records that judge a stack (environment records judge the host)
@@ -28,7 +29,8 @@ REASON_IN_LINE_CHARS = 240
 class Finding:
     """One line of the message: what, where, how large (with its interval), why; `since` the night it began."""
 
-    kind: str  # regression | improvement | failed | contended | missing | removed | overdue | validation
+    kind: str  # regression | improvement | not_settled | failed | contended | missing | removed | overdue |
+    # validation
     key: str  # its identity from night to night (what "already announced" matches)
     where: str
     metric: str | None = None
@@ -79,7 +81,9 @@ def size_of(record: dict) -> str | None:
     ci = record.get("change_ci") or [None, None]
     if "duet_ratio" in record:  # sizes measured alone; the duet only detected the change
         if number(record.get("change_pct")) is not None:
-            return _pct(record["change_pct"]) + _interval(number(ci[0]), number(ci[1]))
+            confidence = number((record.get("size") or {}).get("verdict_confidence_pct"))
+            shown = _interval(number(ci[0]), number(ci[1]))
+            return _pct(record["change_pct"]) + shown + (f" at {confidence:.4g} %" if shown and confidence else "")
         ratio, duet_ci = duet_figures(record)
         ratio, duet_ci = number(ratio), duet_ci or [None, None]
         if ratio is None:
@@ -100,19 +104,35 @@ def _metric_name(metric: str | None) -> str | None:
     return METRICS[metric].label if metric in METRICS else metric
 
 
+def _kind(verdict: object) -> str | None:
+    if is_regression(verdict):
+        return "regression"
+    if is_improvement(verdict):
+        return "improvement"
+    return "not_settled" if is_not_settled(verdict) else None
+
+
+NOT_SETTLED_TEXT = {"undecided": "undecided: neither the duet nor the size alone decided it",
+                    "disputed": "disputed: the duet decided no change, the size alone lies beyond the minimum effect"}
+
+
 def regression_findings(regressions: dict) -> list[Finding]:
-    """Every regression and improvement of a stack (duets and parity) in regressions.json."""
+    """Every regression, improvement and change not settled of a stack (duets and parity) in regressions.json."""
     found = []
     for record in regressions.get("records", []):
         verdict = record.get("verdict")
-        if record.get("kind") not in STACK_KINDS or not (is_regression(verdict) or is_improvement(verdict)):
+        kind = _kind(verdict)
+        if record.get("kind") not in STACK_KINDS or kind is None:
             continue
-        kind = "regression" if is_regression(verdict) else "improvement"
         where = record_where(record)
         key = f"{kind}|{where}|{record.get('metric')}|{record.get('reference_run_id')}"
         reason = "; ".join(record.get("changes") or []) or None
         if verdict.endswith("_uncertain"):
             reason = "size uncertain" + (f"; {reason}" if reason else "")
+        if kind == "not_settled":
+            reason = NOT_SETTLED_TEXT[verdict] + (f"; {reason}" if reason else "")
+        if record.get("left"):
+            reason = f"{reason}; {record['left']}" if reason else record["left"]
         found.append(Finding(kind, key, where, _metric_name(record.get("metric")), size_of(record),
                              record.get("cause"), reason))
     return found
@@ -151,7 +171,8 @@ def night_findings(rows: list[dict], regressions: dict, validation: dict) -> lis
     return found
 
 
-ONGOING_KINDS = ("regression", "missing", "overdue")  # findings that stay until fixed: announced once, then open
+# findings that stay until fixed (or settled): announced once, then open
+ONGOING_KINDS = ("regression", "not_settled", "missing", "overdue")
 
 
 def mark_announced(findings: list[Finding], announced: dict[str, str]) -> list[Finding]:

@@ -164,10 +164,10 @@ def duckdb_connection(store: S3Store):
     return con
 
 
-def read_regression_records(store: S3Store, manifests: list[dict]) -> dict[str, list[dict]]:
-    """run_id -> the records of its regressions.json (runs published without one are left out)."""
+def read_regressions(store: S3Store, manifests: list[dict]) -> dict[str, dict]:
+    """run_id -> its regressions.json (runs published without one are left out), in the manifests' order."""
     found = {}
     for manifest in manifests:
         if any(o["name"] == "regressions.json" for o in manifest["objects"]):
-            found[manifest["run_id"]] = store.get_json(f"{manifest['prefix']}/regressions.json").get("records", [])
+            found[manifest["run_id"]] = store.get_json(f"{manifest['prefix']}/regressions.json")
     return found

@@ -59,8 +59,6 @@ WITHOUT_UNIT_FILE = {
     "tasks.loadgen.protocols.torchserve_rest": "against a real TorchServe: tests/integration/test_server_torchserve.py",
     "tasks.measure.duet": "real servers per pair: tests/integration/test_regress_pipeline.py; its host state: "
                           "tests/unit/measure/test_hoststate.py",
-    "tasks.regress.duets": "the night's duets with real servers, sized and taken apart: "
-                           "tests/integration/test_regress_pipeline.py",
     "tasks.measure.engine_speed": "the engine in process, in every measured session: "
                                   "tests/integration/test_pipeline_dag.py",
     "tasks.measure.served_check": "served outputs against the reference: tests/integration/test_wires_servers.py",

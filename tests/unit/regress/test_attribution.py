@@ -1,20 +1,29 @@
 """Taking a change apart (tasks/regress/attribution.py) without servers: the parts two inputs records differ in, the
-hybrid runtime folders made of them, and the cause read off synthetic duets of each part."""
+hybrid runtime folders made of them, and the cause read off synthetic and recorded duets of each part: one part,
+several, undecided parts named with their pairs, and "interaction" only where every part is ruled out or the parts
+do not add up."""
 
 from __future__ import annotations
 
 import pytest
 
+from tasks.plan.cells import Plan
 from tasks.regress.attribution import (
     attribute,
+    attribute_point,
+    attributed_metrics,
     attribution_tests,
+    cause_of,
     change_parts,
     hybrid_inputs,
     make_hybrid_folder,
     mixed_requirements,
     requirement_lines,
 )
+from tasks.regress.clock import WorkClock
 from tasks.regress.duet import DuetThresholds, decided
+from tasks.regress.sides import Night
+from tests.recorded_duets import Replay, equal_pairs, started, trial
 from tests.unit.regress.test_duet import pairs_of
 
 REFERENCE_REQUIREMENTS = "# the custom runtime\nonnxruntime==1.32.0\nfastapi==0.115.0  # the app\n"
@@ -143,3 +152,67 @@ def test_a_part_duet_that_stops_as_decided_is_judged_decided():
             assert effect == "no_effect", (n, judged["metrics"]["server_cpu_us_per_request"]["parts"]["package"])
         early += decided(package, THRESHOLDS, 4) and effect == "undecided"
     assert early, "the night's own count never stopped early on these pairs: the test shows nothing"
+
+
+def test_interaction_only_when_every_part_is_ruled_out_or_the_parts_do_not_add_up():
+    ruled_out = {"model": {"effect": "no_effect"}, "package": {"effect": "no_effect"}}
+    assert cause_of(ruled_out, [], {"gap_pct": 1.0, "holds": True}) == "interaction"
+    some_undecided = {"model": {"effect": "undecided", "pairs": 3, "pairs_needed": 4},
+                      "package": {"effect": "undecided", "pairs": 3, "pairs_needed": 40}}
+    assert cause_of(some_undecided, [], {"gap_pct": 1.0, "holds": True}, budget_pairs=6) == \
+        "undecided: model (3 pairs), package (3 pairs; ruling it out needs about 40)"
+    assert cause_of(some_undecided, [], {"gap_pct": 30.0, "holds": False}) == \
+        "interaction (the parts' effects miss the whole by +30.0 %)"  # the additivity test rejects
+    beside = {"model": {"effect": "effect"}, "custom: se-inert": {"effect": "undecided", "pairs": 6}}
+    assert cause_of(beside, ["model"], None) == "model (custom: se-inert undecided)"
+    assert cause_of({"model": {"effect": "effect"}, "x": {"effect": "unconfirmed", "reason": "pip"}}, ["model"],
+                    None) == "model (x unconfirmed)"
+
+
+def test_a_night_of_three_pairs_names_the_undecided_parts_and_the_pairs_they_need():
+    """The night that named a slower model beside an unrelated package "interaction" with 3 pairs each: on recorded
+    pairs (the whole and the model part a 30 % step of the light MLP, the package part a changed-but-equal night)
+    the model is the cause and the package is undecided, with the pairs that would rule it out."""
+    whole = trial("custom/onnx/light", "30")["pairs"][:3]
+    judged = attribute(whole, {"model": whole, "custom: (none) → se-inert": equal_pairs("custom/onnx/light")[:3]},
+                       THRESHOLDS, tests=4, looks=2, metrics=("server_cpu_us_per_request",), budget_pairs=6)
+    cpu = judged["metrics"]["server_cpu_us_per_request"]
+    package = cpu["parts"]["custom: (none) → se-inert"]
+    assert cpu["parts"]["model"]["effect"] == "effect" and package["effect"] == "undecided"
+    assert package["pairs_needed"] > 6
+    assert cpu["cause"] == (f"model (custom: (none) → se-inert undecided: ruling it out needs about "
+                            f"{package['pairs_needed']} pairs)")
+    assert list(judged["metrics"]) == ["server_cpu_us_per_request"]  # only the metrics asked for
+
+
+def test_only_metrics_whose_whole_change_was_decided_are_attributed():
+    records = [{"metric": "server_cpu_us_per_request", "duet_verdict": "regression", "verdict": "regression"},
+               {"metric": "throughput_rps", "duet_verdict": "regression", "verdict": "regression_uncertain"},
+               {"metric": "latency_ms_p50", "duet_verdict": "undecided", "verdict": "regression"},
+               {"metric": "latency_ms_p99", "duet_verdict": "regression", "verdict": "no_change"}]
+    assert attributed_metrics(records) == ("server_cpu_us_per_request", "throughput_rps")
+
+
+def test_each_part_is_measured_at_the_point_look_by_look_and_the_record_names_the_cause():
+    """A model and a serving option changed (two parts, no runtime folder needed): each hybrid's duet at the point
+    replays recorded pairs; the model's (a 30 % step) decides at its first look, the serving option's (an equal
+    night) runs to its last, undecided in CPU per request."""
+    model_part, serving_part = ("model", "serving options")
+    reference, candidate = inputs(), inputs("b" * 64, serving={"instances": 2})
+    point = {"batch_size": 1, "mode": "concurrency", "load": 2.0, "protocol": None}
+    group = {"duet_id": "d", "points": [point], "reference": {"run_id": "n1", "inputs": reference},
+             "candidate": {"inputs": candidate}}
+    step, equal = trial("triton/onnx/light", "30")["pairs"], equal_pairs("custom/onnx/light")
+    replay = Replay(pairs={"d.part0.0": step, "d.part1.0": equal})
+    run = started([])
+    night = Night(run, Plan.from_dict(run).config, None, THRESHOLDS, 4, measure=replay.measure, build=replay.build,
+                  clock=WorkClock(None, replay.now))
+    records = [{"metric": m, **point, "duet_verdict": "regression", "duet_ratio": 1.9, "verdict": "regression"}
+               for m in ("server_cpu_us_per_request",)]
+    state = attribute_point(records, group, 0, night, {}, step[:3])
+    assert [name for name in state["parts"]] == [model_part, serving_part]
+    assert state["parts"][model_part]["pairs"] == 3 and state["parts"][serving_part]["pairs"] == 6
+    assert state["done"] and [d["point"] for d in group["attribution"]["duets"]] == [0, 0]
+    cause = records[0]["cause"]
+    assert cause.startswith("model (serving options undecided"), cause
+    assert records[0]["attribution"]["parts"][serving_part]["effect"] == "undecided"

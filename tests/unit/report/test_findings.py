@@ -54,3 +54,23 @@ def test_a_regression_announced_before_is_open_since_that_night():
     other_reference = {"records": [{**DUET, "verdict": "regression", "reference_run_id": "night5"}]}
     (fresh,) = mark_announced(night_findings([], other_reference, {}), {finding.key: "2026-02-02"})
     assert fresh.new  # measured against another reference: another regression
+
+
+def test_a_change_not_settled_is_its_own_finding_with_its_interval_and_what_is_left():
+    """The night that published a p50 `no_change` beside a size of +17.4 % [+9.3, +26.2]: undecided and disputed
+    records are findings "not settled", never no change, and open until settled."""
+    undecided = {**DUET, "metric": "latency_ms_p50", "verdict": "undecided", "duet_verdict": "undecided",
+                 "duet_ratio": 1.03, "change_pct": 17.4, "change_ci": [-2.0, 40.1],
+                 "size": {"verdict_confidence_pct": 99.6875},
+                 "left": "left for the next night: left its size (4 of up to 12 rounds, look 1 of 4)"}
+    disputed = {**DUET, "verdict": "disputed", "duet_verdict": "no_change", "duet_ratio": 1.0, "change_pct": -8.0,
+                "change_ci": [-11.0, -6.0], "size": {"verdict_confidence_pct": 98.75}}
+    found = night_findings([], {"records": [undecided, disputed]}, {"success": True})
+    assert [f.kind for f in found] == ["not_settled", "not_settled"]
+    first, second = (f.line() for f in found)
+    assert first.startswith("NEW not settled: mlp/onnx/custom concurrency 1 (kserve_v2_rest): Latency p50")
+    assert "+17.4 % [-2.0, +40.1] % at 99.69 %" in first and "undecided: neither the duet" in first
+    assert "left for the next night" in first
+    assert "-8.0 % [-11.0, -6.0] % at 98.75 %" in second and "disputed: the duet decided no change" in second
+    (marked, _) = mark_announced(found, {found[0].key: "2026-02-02"})
+    assert not marked.new  # open, like a regression, until a night settles it

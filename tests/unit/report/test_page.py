@@ -135,6 +135,13 @@ def test_change_section_shows_previous_run_changes_regressions_and_trend():
     assert "1 cell(s) ran with the same inputs as their reference night" in page
     assert "throughput_rps 1.1 %" in page  # tonight's A/A duet: the noise floor
     assert _series_of(page, "trend-throughput_rps") == ["mlp"] and _series_of(page, "trend-latency_ms_p99") == ["mlp"]
+    disputed = {**regression, "metric": "latency_ms_p50", "verdict": "disputed", "duet_verdict": "no_change",
+                "change_pct": 8.0, "change_ci": [6.0, 11.0], "size": {"rounds": 6, "verdict_confidence_pct": 98.75},
+                "reason": "the duet decided no change, but +8.0 % [+6.0, +11.0] alone lies wholly beyond"}
+    page = render_report(_published(rows, trend, regressions_json={"records": [regression, disputed], "aa": aa,
+                                                                   "duets": [{}]}))
+    assert "Regressions, measured side by side (1; 1 not settled)" in page  # not counted as a regression
+    assert "not settled: disputed (the duet said no change)" in page and "+6.0 to +11.0 % (98.75 %)" in page
 
 
 def test_parity_shows_the_error_ratio_and_reference_when_recorded():
