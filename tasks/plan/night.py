@@ -148,6 +148,7 @@ class Unit:
     order: int = 0
     free: bool = False  # skipped on this host: no server starts for it
     staleness: int = 0  # nights unmeasured (CellPast.staleness): K bounds it
+    model_rank: int = 0  # its place among its model's units of its class, in plan order
 
     @property
     def is_overload(self) -> bool:
@@ -195,14 +196,19 @@ def _units(plan: Plan, costs: Estimator, classes: dict[str, str], changes: dict[
             units.append(Unit(index, tuple(cells), "overload", costs.cell(cells[0]),
                               any(c.cell_id in changes for c in cells), min(ages) if ages else None,
                               order=len(units), staleness=min(p.staleness for p in mine)))
+    seen: dict[tuple[str, str], int] = {}
+    for unit in units:
+        key = (unit.cells[0].model, unit.klass)
+        unit.model_rank = seen.get(key, 0)
+        seen[key] = unit.model_rank + 1
     return units
 
 
 def _rolling_key(unit: Unit, order: tuple[str, ...]) -> tuple:
     """The order of the cells that share the measuring time: overdue, changed, measured longest ago (never measured
-    first), then by class."""
+    first), then by class, then each model's first cell before any model's second (every model gets its answers)."""
     age = float("inf") if unit.age is None else unit.age
-    return (not unit.overdue, not unit.changed, -age, order.index(unit.klass), unit.order)
+    return (not unit.overdue, not unit.changed, -age, order.index(unit.klass), unit.model_rank, unit.order)
 
 
 @dataclass(frozen=True)
