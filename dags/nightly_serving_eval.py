@@ -237,15 +237,15 @@ def _connection(conn_id: str):
                                          "inputs, on the same cores; unchanged cells cannot regress",
                              section="Outcome"),
         "duet_min_pairs": suite_param("integer", minimum=2, maximum=MAX_DUET_PAIRS,
-                                      title="Duet pairs measured before a verdict may stop", section="Outcome"),
+                                      title="Duet pairs at its first look", section="Outcome"),
         "duet_max_pairs": suite_param("integer", minimum=2, maximum=MAX_DUET_PAIRS,
-                                      title="Most duet pairs while the verdict is undecided", section="Outcome"),
+                                      title="Duet pairs at its last look", section="Outcome"),
         "size_rounds": suite_param("integer", minimum=0, maximum=MAX_SIZE_ROUNDS,
                                    title="Rounds that size a change alone",
-                                   description="a change a duet finds is measured again with each side alone, in a "
-                                               "random order each round, at most this many rounds (0: not sized, "
-                                               "the verdict says \"size uncertain\"); about 10-16 rounds give "
-                                               "+-5 % here", section="Outcome"),
+                                   description="a change a duet finds (or leaves undecided) is measured again with "
+                                               "each side alone, in a random order each round, at most this many "
+                                               "rounds, judged at looks after 4, 6, 8 and 12 (0: not sized, the "
+                                               "verdict says \"size uncertain\")", section="Outcome"),
         "size_budget_s": suite_param("number", exclusiveMinimum=0, maximum=MAX_SIZE_BUDGET_S,
                                      title="Measuring time that sizes one changed cell, s", section="Outcome"),
         "night_budget_s": suite_param("number", minimum=MIN_NIGHT_BUDGET_S, maximum=MAX_NIGHT_BUDGET_S,

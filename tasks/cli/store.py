@@ -133,8 +133,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if any(r["verdict"] == "worse" for r in records) else 0
 
 
+DEFAULT_WINDOW_H = 4.0  # a run without a night's budget: a night of four hours
+
+
 def cmd_hosts(args: argparse.Namespace) -> int:
-    """How many measuring hosts a nightly matrix needs for a window, from a published run's session timelines."""
+    """How many measuring hosts a nightly matrix needs for a window (by default the run's night's budget), from a
+    published run's session timelines; the matrix is the run's whole plan, the cells its budget deferred included."""
     store = open_store(args)
     manifest = find_run(store, args.run)
     names = {o["name"]: o["key"] for o in manifest["objects"]}
@@ -143,8 +147,10 @@ def cmd_hosts(args: argparse.Namespace) -> int:
     durations = cell_durations(json.loads(store.get(names["logs/sessions.json"])))
     plan = json.loads(store.get(names["plan.json"])) if "plan.json" in names else {}
     models, stacks, loads = run_matrix(plan)
+    budget = (plan.get("config") or {}).get("night_budget_s")
+    window_h = args.window_h or (budget / 3600 if budget else DEFAULT_WINDOW_H)  # the night's budget by default
     estimate = hosts_needed(durations, args.models or models, args.stacks or stacks, args.loads or loads,
-                            args.window_h * 3600)
+                            window_h * 3600)
     if args.json:
         print(json.dumps({"run_id": manifest["run_id"], "durations": durations.to_dict(),
                           "estimate": estimate.to_dict()}, indent=2))
@@ -160,9 +166,10 @@ def cmd_hosts(args: argparse.Namespace) -> int:
     print(f"matrix: {estimate.models} models x {estimate.stacks} stacks x {estimate.loads} load points = "
           f"{estimate.sessions} sessions, {estimate.host_time_s / 3600:.2f} h of host time")
     if estimate.hosts_needed is None:
-        print(f"window {args.window_h:g} h: no number of hosts fits it: {estimate.note}")
+        print(f"window {window_h:g} h: no number of hosts fits it: {estimate.note}")
     else:
-        print(f"window {args.window_h:g} h: {estimate.hosts_needed} host(s) ({estimate.note})")
+        print(f"window {window_h:g} h: {estimate.hosts_needed} host(s) to measure the whole matrix every night "
+              f"({estimate.note})")
     return 0
 
 
@@ -253,7 +260,8 @@ def add_commands(sub) -> None:
     compare.add_argument("--json", action="store_true")
     hosts = sub.add_parser("hosts", help="measuring hosts a nightly matrix needs for a window (from a run's timelines)")
     hosts.add_argument("run", help="run id, `latest`, or the run's folder dt=<date>/run=<id> (or the old run_id=<id>)")
-    hosts.add_argument("--window-h", type=float, default=4.0, help="the nightly window, hours (default 4)")
+    hosts.add_argument("--window-h", type=float, default=None,
+                       help=f"the nightly window, hours (default: the run's night_budget_s, else {DEFAULT_WINDOW_H:g})")
     hosts.add_argument("--models", type=int, help="M models (default: the run's)")
     hosts.add_argument("--stacks", type=int, help="S stacks, server x format (default: the run's)")
     hosts.add_argument("--loads", type=int, help="L load points per session (default: the run's)")

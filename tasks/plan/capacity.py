@@ -119,11 +119,18 @@ def hosts_needed(durations: CellDurations, models: int, stacks: int, loads: int,
 
 def run_matrix(plan: dict) -> tuple[int, int, int]:
     """(models, stacks, load points per session) of a published run's plan.json (stacks: server x format pairs per
-    model; load points: the most planned cells of a session, a sweep counted once)."""
+    model; load points: the most planned cells of a session, a sweep counted once), the cells its night's budget
+    deferred counted in."""
     sessions = [s for s in plan.get("sessions", []) if s.get("role") != "control"] or plan.get("sessions", [])
-    models = len({s["model"] for s in sessions}) or 1
-    stacks = len({(s["server"], s["format"]) for s in sessions}) or 1
-    loads = max((len(s["cells"]) for s in sessions), default=1)
+    cells: dict[tuple, set[str]] = {}
+    for session in sessions:
+        cells.setdefault((session["model"], session["server"], session["format"]), set()).update(
+            c.get("cell_id") or str(i) for i, c in enumerate(session["cells"]))
+    for item in (plan.get("night") or {}).get("deferred") or []:  # the matrix the budget left for later nights
+        cells.setdefault((item["model"], item["server"], item["format"]), set()).add(item["cell_id"])
+    models = len({m for m, _, _ in cells}) or 1
+    stacks = len({(s, f) for _, s, f in cells}) or 1
+    loads = max((len(c) for c in cells.values()), default=1)
     return models, stacks, loads
 
 

@@ -46,6 +46,10 @@ def test_the_matrix_of_a_published_plan():
     plan = {"sessions": [{"model": m, "server": s, "format": "onnx", "cells": [{}, {}]} for m in "xy" for s in "pqr"]
             + [{"model": "x", "server": "p", "format": "onnx", "cells": [{}], "role": "control"}]}
     assert run_matrix(plan) == (2, 3, 2)
+    # a budgeted night's plan keeps the cells that ran; the matrix counts those its budget deferred
+    deferred = [{"cell_id": f"x.onnx.{s}.c{i}", "model": "x", "server": s, "format": "onnx"} for s in "ps"
+                for i in range(3)]
+    assert run_matrix({**plan, "night": {"deferred": deferred}}) == (2, 4, 5)
 
 
 def test_the_plan_estimates_the_longer_looks_a_rate_search_takes_below_its_highest_rate():
