@@ -77,7 +77,7 @@ def test_a_first_night_takes_every_stack_as_a_candidate_on_each_efficient_wire()
 
 
 def test_a_small_budget_runs_the_control_and_the_answers_first_and_defers_the_rest_with_why():
-    fitted = fit_night(make_plan(config(night_budget_s=600.0)), [])
+    fitted = fit_night(make_plan(config(night_budget_s=700.0)), [])
     record = fitted.night
     run = [c.cell_id for s in fitted.sessions for c in s.cells]
     control = "mlp.onnx.custom.process.cpu.b1.concurrency-sweep4"  # covers the control: measured every night
@@ -146,7 +146,7 @@ TARGET = "mlp.onnx.custom.process.cpu.b1.rate-search10.binary"
 
 
 def test_an_overload_burst_needs_a_steady_cell_of_its_session_tonight():
-    fitted = fit_night(make_plan(config(night_budget_s=600.0)), [])
+    fitted = fit_night(make_plan(config(night_budget_s=700.0)), [])
     run_sessions = {s.session_id: {c.mode for c in s.cells} for s in fitted.sessions}
     for modes in run_sessions.values():
         if "overload" in modes:
@@ -165,7 +165,7 @@ def test_the_clock_cuts_what_would_end_after_the_measuring_stage():
 
 
 def test_the_night_as_it_went_has_each_stages_actual_seconds_and_the_clocks_deferrals():
-    fitted = fit_night(make_plan(config(night_budget_s=600.0)), [])
+    fitted = fit_night(make_plan(config(night_budget_s=700.0)), [])
     record = {**fitted.night, "started_at_s": 1000.0}
     cut = {"cell_id": "mlp.onnx.triton.process.cpu.b1.rate-search10.binary", "reason": "deferred by the night's "
            "clock: 90 s planned, 10 s left", "when": "measure"}
