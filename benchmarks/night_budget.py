@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tasks.plan.night import STAGE_NAMES, STAGE_ORDER  # noqa: E402
+from tasks.plan.past_nights import published_night  # noqa: E402
 
 
 def _read(folder: Path, name: str, default):
@@ -28,8 +29,8 @@ def _read(folder: Path, name: str, default):
 
 def night_summary(folder: Path) -> dict:
     """One night's budget in figures (from its published objects)."""
-    night = _read(folder, "night.json", {})
     manifest = _read(folder, "manifest.json", {})
+    night = published_night(_read(folder, "night.json", {}), manifest.get("published_at"))
     regressions = _read(folder, "regressions.json", {})
     if not night:
         raise SystemExit(f"{folder}: no night.json (a run without night_budget_s)")

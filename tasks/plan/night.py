@@ -38,6 +38,8 @@ The plan's `night` record (`Plan.night`, plan.json and the plan task's XCom; emp
     deferred            the cells left for a later night: cell, class, reason, age, last measured night, overdue
     coverage            {"K", "overdue", "note"}: every cell measured at least once every K nights
     stages              stage -> {"planned_s", "source"}; the publish step adds "actual_s"
+    elapsed_s, publish_begin_s  the publish step's: the night until night.json was written, and publishing's start
+                        (epoch); `past_nights` takes both to the manifest's `published_at`, after the uploads
 
 The later steps read the clock through `measure_deadline`, `regress_deadline` and `answer_cells`.
 """
@@ -479,8 +481,10 @@ def night_outcome(night: dict, deferred_at_run: list[dict], clocks: dict[str, di
     overdue = [d["cell_id"] for d in deferred if d.get("overdue")]
     coverage = {**(night.get("coverage") or {}), "overdue": overdue,
                 "note": coverage_note(k, len(deferred), overdue)}
+    publish = clocks.get("publish") or {}
     return {**night, "deferred": deferred, "stages": stages, "coverage": coverage,
-            "elapsed_s": None if started is None else round(now_s - float(started), 1)}
+            "elapsed_s": None if started is None else round(now_s - float(started), 1),
+            "publish_begin_s": publish.get("begin")}  # the store's reader takes publishing to the manifest's time
 
 
 def night_lines(night: dict) -> list[str]:

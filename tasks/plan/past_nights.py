@@ -12,6 +12,7 @@ before plan.json is left out. At most MAX_NIGHTS are read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from tasks.core.metadata import host_fingerprint
 from tasks.core.results import frame_records
@@ -61,9 +62,25 @@ def past_nights(store: S3Store, suite: str | None, host: dict, before: str | Non
                                _object(store, names, "plan.json", {}), frame_records(read_results(store, manifest)),
                                _object(store, names, "logs/sessions.json", []),
                                _object(store, names, "logs/conversions.json", []),
-                               _object(store, names, "night.json", {}),
+                               published_night(_object(store, names, "night.json", {}),
+                                               manifest.get("published_at")),
                                _object(store, names, "regressions.json", {}).get("records") or []))
     return found
+
+
+def published_night(night: dict, published_at: str | None) -> dict:
+    """night.json with publishing's actual seconds and the night's elapsed seconds taken to the manifest's
+    `published_at`: night.json itself is written before the uploads and the manifest, so its own figures stop short
+    of them."""
+    begin, started = night.get("publish_begin_s"), night.get("started_at_s")
+    if not night or not published_at or begin is None:
+        return night
+    end = datetime.fromisoformat(published_at).timestamp()
+    stages = dict(night.get("stages") or {})
+    if "publish" in stages:
+        stages["publish"] = {**stages["publish"], "actual_s": round(end - float(begin), 1)}
+    elapsed = night.get("elapsed_s") if started is None else round(end - float(started), 1)
+    return {**night, "stages": stages, "elapsed_s": elapsed}
 
 
 def _object(store: S3Store, names: dict[str, str], name: str, default):

@@ -4,9 +4,10 @@ one): only the suite's nights on this host fingerprint, newest first, each with 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from tasks.core.results import to_frame, to_parquet_bytes
-from tasks.plan.past_nights import PastNight, past_nights
+from tasks.plan.past_nights import PastNight, past_nights, published_night
 from tasks.store.publish import publish_run
 from tasks.store.s3 import S3Store
 
@@ -38,3 +39,13 @@ def test_the_suites_nights_on_this_host_newest_first(embedded_s3, bucket):
 
 def test_a_night_without_a_budget_defers_nothing():
     assert PastNight("r", "d", "complete", {}, []).deferred_ids == set()
+
+
+def test_publishing_and_the_night_are_timed_to_the_manifest_not_to_night_json():
+    # night.json is written before the uploads: its publish figure (0.1 s) stops short of them
+    night = {"started_at_s": 1000.0, "publish_begin_s": 1900.0, "elapsed_s": 900.1,
+             "stages": {"publish": {"planned_s": 90.0, "actual_s": 0.1}, "measure": {"actual_s": 800.0}}}
+    done = published_night(night, datetime.fromtimestamp(1912.5, tz=UTC).isoformat())
+    assert done["stages"]["publish"] == {"planned_s": 90.0, "actual_s": 12.5}
+    assert done["elapsed_s"] == 912.5 and done["stages"]["measure"] == {"actual_s": 800.0}
+    assert published_night({"elapsed_s": 5.0}, "2026-12-07T02:00:00+00:00") == {"elapsed_s": 5.0}  # an older night
