@@ -22,6 +22,7 @@ from tasks.core.paths import REPO_ROOT
 from tasks.pipeline import sweep_leftovers
 from tasks.plan.deadline_alert import DEADLINE_ENV, DEADLINE_OFF
 from tasks.plan.hosts import deployed_hosts
+from tasks.report.lead import published_lines
 from tasks.runtimes import interrupts
 from tasks.runtimes.proctree import create_time_of, terminate_tree
 from tasks.serve.images import containers_for
@@ -132,8 +133,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             target.write_bytes(store.get(obj["key"]))
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
         frame = pd.read_parquet(io.BytesIO(store.get(f"{manifest['prefix']}/results.parquet")))
+        lead = published_lines(store, manifest)
     print(f"\nrun {pointer['run_id']}: status {manifest['status']}, {len(manifest['objects'])} objects published to "
           f"s3://{bucket}/{manifest['prefix']}/")
+    print("\n".join(lead))
     print_summary(frame)
     print(f"\nresults copied to {out}; the embedded S3 keeps every published run in {LOCAL_STATE_DIR}")
     problems = []
