@@ -18,12 +18,14 @@ import pytest
 
 from benchmarks.duet_nights import MLP_SPEC
 from tasks.core.metadata import collect_host_metadata
+from tasks.core.metrics import METRICS
 from tasks.core.results import SCHEMA_VERSION, to_frame, to_parquet_bytes
 from tasks.core.verdicts import REGRESSED, is_not_settled
 from tasks.pipeline import run_pipeline
 from tasks.plan.cells import make_plan
 from tasks.plan.config import RunConfig
 from tasks.regress.check import judge_run
+from tasks.report.lead import published_lines
 from tasks.store.publish import publish_run
 from tasks.store.s3 import S3Store
 from tests.dagrun import REPO, fast_conf, read_json_object, read_run
@@ -180,6 +182,7 @@ def duet_nights(embedded_s3, tmp_path_factory):
         return summary, published[i]
 
     run_night.published = published
+    run_night.store = store
 
     try:
         run_night(0, 256, 0)
@@ -290,6 +293,16 @@ def test_a_known_slower_model_is_a_regression_naming_the_changed_input_sized_alo
     assert records["throughput_rps"]["verdict"] == "regression" and records["throughput_rps"]["change_pct"] < 0
     assert any(r["metric"] == "server_cpu_us_per_request" and r["verdict"] == "regression"
                for r in summary["regressions"])
+    # the terminal's first lines and the report's first paragraph name it, before the recommendation
+    store = duet_nights.store
+    manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/") if "run=duet-night3/manifest" in k)
+    named, label = "regression: duet-mlp/onnx/custom concurrency 2", METRICS["throughput_rps"].label
+    lines = published_lines(store, manifest)
+    assert "regression" in lines[0] and any(line.strip().startswith(named) and label in line for line in lines), lines
+    report = next(o["key"] for o in manifest["objects"] if o["name"] == "report.html")
+    page = store.get(report).decode()
+    lead = page[page.index("<p class=lead>"):page.index("<h2 id=recommendation>")]
+    assert named in lead and label in lead, lead[:2000]
     # Both rulers are samples of the same size: each has its noise, so the check is that the two intervals meet
     # (this one's 95 %, the pipeline's at its look's 98.75 %: a false alarm under 0.6 % of the time for intervals of
     # like widths), not that one's mean falls inside
