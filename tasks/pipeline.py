@@ -27,7 +27,8 @@ from tasks.convert import ConversionSkipped, convert
 from tasks.convert.sources import resolve_source
 from tasks.core.errors import ConfigError, ServingEvalError
 from tasks.core.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint, measuring_hosts
-from tasks.core.paths import CACHE_ENV, cache_root, run_dir, runs_root, runtime_home
+from tasks.core.paths import CACHE_ENV, cache_root, run_dir, runs_root
+from tasks.core.progress import stage
 from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.core.spec import load_spec
 from tasks.core.verdicts import is_regression
@@ -41,21 +42,25 @@ from tasks.plan.night import NightClock, fit_night, night_lines, night_outcome, 
 from tasks.plan.past_nights import past_nights
 from tasks.regress.check import judge_run
 from tasks.regress.duets import REFERENCES_FILE, merge_duets, references_json, run_duets
-from tasks.regress.references import row_inputs
+from tasks.regress.references import keep_runtimes
 from tasks.report.coverage import carried_rows
-from tasks.report.notify import (
-    Sender,
-    notify_night,
-)
+from tasks.report.notify import Sender, notify_night
 from tasks.report.page import PublishedRun, render_report
+from tasks.report.progress_lines import (
+    check_figure,
+    collected_figure,
+    conversion_figure,
+    plan_figure,
+    publish_figure,
+    regress_figure,
+    validation_figure,
+)
 from tasks.report.record import RecordNight, build_record
 from tasks.report.trend import build_trend
 from tasks.runtimes import interrupts
-from tasks.runtimes.venvs import files_sha256
 from tasks.serve.launchers import LAUNCHERS
 from tasks.store.migrate import migrate_layout
 from tasks.store.publish import publish_run
-from tasks.store.runtimes import publish_runtime
 from tasks.store.s3 import ConnectionFields, S3Store
 from tasks.store.wait import StoreAway
 from tasks.validate.expectations import validate_run
@@ -85,6 +90,7 @@ def run_plan(started: dict) -> Plan:
     return Plan.from_dict(started)
 
 
+@stage("plan", plan_figure)
 def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionFields) -> dict:
     """The plan step: check every input that can be checked without converting (Params and their cross-field
     rules, model specs, bring-your-own source files: presence, shape, `sha256`), the work folder and the store,
@@ -109,6 +115,7 @@ def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionF
         "run_id": run_id, "logical_date": logical_date, "started_at": now_iso(), "schema_version": SCHEMA_VERSION,
         "run_dir": str(directory), "host": host, "code": collect_code_metadata(),
         "host_check": check.to_dict()["findings"], "plan_clock": {"begin": begin, "end": time.time()},
+        "session_ids": [s.session_id for s in plan.sessions],  # a session's place in the plan, for progress lines
     }
     return {"run": run, **plan.to_dict()}
 
@@ -165,6 +172,7 @@ def prepare_run_dir(run_id: str) -> Path:
     return directory
 
 
+@stage("conversion", conversion_figure)
 def convert_step(conversion: dict, log=print, conn: ConnectionFields | None = None,
                  store: S3Store | None = None) -> dict:
     """Convert one (model, format); a failure is returned as data (`error`), a host that cannot make the format
@@ -224,6 +232,7 @@ def host_sessions(started: dict, host: str) -> list[dict]:
     return sessions_of(started["sessions"], host)
 
 
+@stage("measuring collected", collected_figure)
 def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
     """One row per planned cell: rows the sessions returned, and `failed` rows for any session that died; the cells
     the night's clock deferred (no row) in `deferred`."""
@@ -255,6 +264,7 @@ def measured_sessions(started: dict, collected: dict) -> list[Session]:
     return [s for s in sessions if s.cells]
 
 
+@stage("validation", validation_figure)
 def validate_step(started: dict, collected: dict, conversions: list[dict]) -> dict:
     begin = time.time()
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
@@ -263,6 +273,7 @@ def validate_step(started: dict, collected: dict, conversions: list[dict]) -> di
     return {**validation, "clock": {"begin": begin, "end": time.time()}}
 
 
+@stage("regression check", check_figure)
 def regress_step(started: dict, collected: dict, conversions: list[dict], conn: ConnectionFields) -> dict:
     """Each cell's inputs against its reference night's (same cell key, same host, earlier logical dates, exclusions
     left out) and the control's history; the changed cells' duets still need `duet_step`."""
@@ -287,6 +298,7 @@ def keep_references(regressions: dict) -> None:
         pass  # the cache is checked writable at the plan step; a reference kept nowhere is still in the store
 
 
+@stage("regression work", regress_figure)
 def duet_step(started: dict, conversions: list[dict], regressions: dict, host: str | None = None,
               conn: ConnectionFields | None = None) -> dict:
     """Measure every changed cell beside its reference (a duet), after tonight's A/A duet of the control cell; with
@@ -332,6 +344,7 @@ def failed_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["status"] == "failed" and not r.get("beyond_capacity")]
 
 
+@stage("publishing", publish_figure)
 def publish_step(started: dict, collected: dict, conversions: list[dict], validation: dict,
                  conn: ConnectionFields, regressions: dict | None = None) -> dict:
     """Write the run folder to the store (manifest last, latest after) and return a short summary.
@@ -437,21 +450,6 @@ def write_run(started: dict, collected: dict, conversions: list[dict], validatio
         "aws_conn_id": config.aws_conn_id, "s3_prefix": config.s3_prefix, "run_id": run["run_id"],
         "logical_date": run["logical_date"],
     }
-
-
-def keep_runtimes(store: S3Store, rows: list[dict]) -> None:
-    """Keep in the store every runtime folder tonight's rows served with (once per content), so a later night can
-    serve this night's inputs again as its reference (tasks/store/runtimes.py)."""
-    seen = set()
-    for row in rows:
-        runtime = (row_inputs(row) or {}).get("runtime") or {}
-        name, sha = runtime.get("name"), runtime.get("files_sha256")
-        if not name or not sha or (name, sha) in seen:
-            continue
-        seen.add((name, sha))
-        folder = runtime_home(name)
-        if folder.is_dir() and files_sha256(folder) == sha:  # only what this checkout still has
-            publish_runtime(store, name, folder, sha)
 
 
 def check_outcome(summary: dict) -> dict:

@@ -101,6 +101,7 @@ class NightClock:
     deadline_s: float
     cell_s: dict[str, float]  # cell id -> its planned seconds
     session_s: dict[str, float]  # session id -> its own planned seconds (start-up, checks, stop)
+    end_s: float | None = None  # when the night is planned to end (epoch seconds): the progress lines say it
 
     @classmethod
     def of(cls, night: dict) -> NightClock | None:
@@ -108,8 +109,10 @@ class NightClock:
         deadline = measure_deadline(night)
         if deadline is None:
             return None
+        started, planned = night.get("started_at_s"), night.get("planned_s")
         return cls(deadline, {c: float(v.get("seconds") or 0.0) for c, v in (night.get("cells") or {}).items()},
-                   {s: float(v) for s, v in (night.get("sessions") or {}).items()})
+                   {s: float(v) for s, v in (night.get("sessions") or {}).items()},
+                   None if started is None or planned is None else float(started) + float(planned))
 
     def left_s(self, now: float | None = None) -> float:
         return self.deadline_s - (time.time() if now is None else now)

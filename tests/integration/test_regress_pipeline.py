@@ -11,12 +11,14 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from benchmarks.duet_nights import MLP_SPEC
+from tasks.core import progress
 from tasks.core.metadata import collect_host_metadata
 from tasks.core.metrics import METRICS
 from tasks.core.results import SCHEMA_VERSION, to_frame, to_parquet_bytes
@@ -272,7 +274,8 @@ def test_a_known_slower_model_is_a_regression_naming_the_changed_input_sized_alo
     # The hidden layer 4 times as wide, the same inputs and outputs: about +50 % CPU per request here. The size gets
     # the default 12 rounds: on a noisy host 8 rounds' interval can reach below the 5 % minimum effect. A wider step
     # is no cure: warm servers read smaller changes than fresh ones, by more on wider steps (docs/regressions.md).
-    summary, regressions = duet_nights(3, 1024, 0)
+    with progress.listening() as events:
+        summary, regressions = duet_nights(3, 1024, 0)
     records = {r["metric"]: r for r in regressions["records"] if r.get("kind") == "duet"}
     cpu = records["server_cpu_us_per_request"]
     print("the record:", json.dumps({k: v for k, v in cpu.items() if k != "attribution"}))  # shown on failure
@@ -293,6 +296,14 @@ def test_a_known_slower_model_is_a_regression_naming_the_changed_input_sized_alo
     assert records["throughput_rps"]["verdict"] == "regression" and records["throughput_rps"]["change_pct"] < 0
     assert any(r["metric"] == "server_cpu_us_per_request" and r["verdict"] == "regression"
                for r in summary["regressions"])
+    # a progress line as each stage, session, point, pair and round ended (looks: tests/unit/measure/test_point.py)
+    kinds = Counter(e.kind for e in events)
+    stages = [e.what for e in events if e.kind == "stage"]
+    assert stages[0] == "plan" and stages[-1] == "publishing", stages
+    assert {"conversion", "measuring collected", "validation", "regression check", "regression work"} <= set(stages)
+    assert kinds["session"] >= 1 and kinds["point"] >= kinds["session"], kinds
+    aa_pairs = len(regressions["aa"]["measured"]["pairs"])
+    assert kinds["pair"] >= aa_pairs + cpu["duet"]["pairs"] and kinds["round"] >= cpu["size"]["rounds"] >= 2, kinds
     # the terminal's first lines and the report's first paragraph name it, before the recommendation
     store = duet_nights.store
     manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/") if "run=duet-night3/manifest" in k)
