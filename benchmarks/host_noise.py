@@ -8,7 +8,7 @@ three nights from history only where one night's figure moves by about 3 % or le
 `record` alternates fresh server sessions of the MLP on the custom service, ONNX then TorchScript, each
 measuring closed loop at concurrency 1 and 4 at the nightly suite's points (8 s, 2 s warm-up, 1 s windows),
 each a fresh server session through `tasks.measure.session.measure_session`, for `--minutes`; one CSV row per cell
-and session with its time, and the CPU other work used meanwhile (`tasks.measure.hostload`).
+and session with its time, and the CPU other work used meanwhile (`tasks.measure.neighbour_probe`).
 
 `analyse` prints, per cell, the spread of the sessions over the recording (1.4826 MAD of the log, as the
 nights' benchmark), the autocorrelation of their deviations by lag in minutes (how long a slow spell lasts),
@@ -58,7 +58,7 @@ def robust_spread(values: list[float]) -> float:
 def record(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from tasks.measure.hostload import NeighbourProbe
+    from tasks.measure.neighbour_probe import NeighbourProbe
     from tasks.measure.session import measure_session
     from tasks.pipeline import cleanup_run_dir, convert_in_run, run_plan, start_run, sweep_leftovers
     from tasks.store.embedded_s3 import start_embedded_s3

@@ -41,7 +41,7 @@ from tasks.plan.hosts import check_worker_host, is_distributed, sessions_of
 from tasks.plan.night import NightClock, fit_night, night_lines, night_outcome, stage_clocks, start_clock
 from tasks.plan.past_nights import past_nights
 from tasks.regress.check import judge_run
-from tasks.regress.duets import REFERENCES_FILE, merge_duets, references_json, run_duets
+from tasks.regress.night_duets import REFERENCES_FILE, merge_duets, references_json, run_duets
 from tasks.regress.references import keep_runtimes
 from tasks.report.coverage import carried_rows
 from tasks.report.notify import Sender, notify_night
@@ -313,8 +313,8 @@ def duet_step(started: dict, conversions: list[dict], regressions: dict, host: s
 
 
 def merge_duet_parts(regressions: dict, parts: list[dict | None]) -> dict:
-    """The regression record as published: the per-host duets put together (tasks/regress/duets.py), and when their
-    work began and ended (`duet_clock`, the night's stage `regress`)."""
+    """The regression record as published: the per-host duets put together (tasks/regress/night_duets.py), and when
+    their work began and ended (`duet_clock`, the night's stage `regress`)."""
     merged = merge_duets(regressions, list(parts))
     clocks = [p["duet_clock"] for p in parts if p and p.get("duet_clock")]
     if clocks:

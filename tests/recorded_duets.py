@@ -122,7 +122,7 @@ def changed_night(cells: list[Cell], run: dict, documents: dict | None = None, r
     carried from `documents` (earlier nights' regressions.json, oldest first)."""
     from tasks.regress.carry import carry_over
     from tasks.regress.check import stack_records
-    from tasks.regress.duets import plan_duets
+    from tasks.regress.night_duets import plan_duets
     from tasks.regress.order import work_order
     from tasks.regress.references import Reference
 

@@ -5,7 +5,7 @@ It records; `tasks.validate` judges.
     settings.py     `LoadSettings`: a plain, validated value; every stop rule written down
     run.py          one load point in separate generator processes (`run_load_point`), pinned where the host allows
     window_reader.py what a load point reads from the server over its measured window (the interface)
-    engine.py       closed and open loops over lean HTTP/1.1 keep-alive connections
+    http_engine.py       closed and open loops over lean HTTP/1.1 keep-alive connections
     grpc_engine.py  the same loops over grpc.aio channels
     http.py         the lean HTTP/1.1 client of the hot path
     pacer.py        wake-ups at absolute monotonic nanoseconds for the open loop's schedule

@@ -6,7 +6,7 @@ connections and reports ready; the parent then hands all of them the same start 
 system-wide), so their recordings share t0 and merge by concatenation: the merged percentiles are exact,
 and each worker's HDR histogram adds up to the merged one bucket for bucket.
 
-The codec's `transport` picks the engine: `engine.py` (lean HTTP/1.1) or `grpc_engine.py` (grpc.aio, for
+The codec's `transport` picks the engine: `http_engine.py` (lean HTTP/1.1) or `grpc_engine.py` (grpc.aio, for
 KServe v2 gRPC on the endpoint's "grpc" port); both write the same `Recording`.
 
 Given the server's reader (`window_reader.ServerWindowReader`), the parent reads the server's own counter, timings
@@ -33,8 +33,8 @@ from pathlib import Path
 from tasks.core.errors import LoadTestError
 from tasks.core.paths import REPO_ROOT
 from tasks.core.spec import ModelSpec, make_inputs
-from tasks.loadgen import engine as http_engine
-from tasks.loadgen.engine import arrival_schedule_ns
+from tasks.loadgen import http_engine
+from tasks.loadgen.http_engine import arrival_schedule_ns
 from tasks.loadgen.measurement import Measurement, ServerCounts, ServerTiming, summarize
 from tasks.loadgen.overload import OverloadPhases
 from tasks.loadgen.protocols import get_codec

@@ -15,7 +15,7 @@ the measured window) and, under `host`, the host's state over the whole pair (`p
 tasks/measure/hoststate.py: the other side's server counts as ours; `tasks.validate.outcome.pair_host_flag` tells a
 pair whose sides saw different ones).
 
-This is the one place two servers run at once on a host, by design. Nothing here judges: tasks/regress/duet.py
+This is the one place two servers run at once on a host, by design. Nothing here judges: tasks/regress/duet_verdict.py
 reads the pairs.
 """
 

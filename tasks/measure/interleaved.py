@@ -13,7 +13,7 @@ point at the cell's load, the server stopped; then the other side. The host's dr
 of a round alike, so the round's ratio cancels most of it, and the random order keeps "first in a round" from
 being shared by every round of one side. Rounds are added up to `rounds`, or until the next would pass `budget_s`
 (at least MIN_ROUNDS, so that an interval exists). Each side's figures are a duet side's (`_figures`) with the
-host's state over its own point (`host`). Nothing here judges: tasks/regress/size.py reads the rounds.
+host's state over its own point (`host`). Nothing here judges: tasks/regress/size_verdict.py reads the rounds.
 """
 
 from __future__ import annotations

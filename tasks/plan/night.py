@@ -68,7 +68,7 @@ from tasks.serve.servers import get_server
 ANSWERS_SHARE = 0.6
 RESERVE_SHARE = 0.35  # the regression work's reserve takes at most this share of the budget: the answers come first
 RUNTIME_BUILD_S = 60.0  # a runtime venv not in the cache, built before its first use (45-50 s each here with pip)
-AA_PAIRS = 4  # tonight's A/A duet of the control cell (tasks/regress/duets.py AA_PAIRS)
+AA_PAIRS = 4  # tonight's A/A duet of the control cell (tasks/regress/night_duets.py AA_PAIRS)
 
 
 def _deadline(night: dict, key: str) -> float | None:

@@ -11,7 +11,8 @@ Tonight's cell then is, against it:
     no_inputs    the reference was published before inputs were fingerprinted (schema 1.5): nothing to compare
     no_change    every input the stack depends on is the same: the stack cannot have regressed (a changed load
                  generator alone is reported, not judged)
-    changed      an input differs: a duet measures the reference's inputs beside tonight's (tasks/regress/duets.py)
+    changed      an input differs: a duet measures the reference's inputs beside tonight's
+(tasks/regress/night_duets.py)
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tasks.core.results import CELL_KEY, cell_key, is_overload
 from tasks.core.verdicts import NOT_SETTLED, REGRESSED
 from tasks.measure.inputs import input_changes, stack_changed
 from tasks.regress.annotations import is_excluded
-from tasks.regress.detect import comparison_key, verdict_pairs
+from tasks.regress.history_check import comparison_key, verdict_pairs
 from tasks.runtimes.venvs import files_sha256
 from tasks.store.runtimes import publish_runtime
 from tasks.store.s3 import S3Store

@@ -36,7 +36,7 @@ def _check_counts(measurement, settings: LoadSettings) -> None:
     else:
         expected = settings.load * settings.duration_s
         if settings.arrival == "poisson":  # the seeded schedule fixes the count; it varies ~sqrt(n) around rate x s
-            from tasks.loadgen.engine import arrival_schedule_ns
+            from tasks.loadgen.http_engine import arrival_schedule_ns
 
             offsets = arrival_schedule_ns(settings)
             assert measurement.requests == int((offsets >= settings.warmup_s * 1e9).sum())
@@ -109,7 +109,7 @@ def test_open_loop_paced_by_the_event_loops_timers(mlp_spec, monkeypatch):
     import asyncio
     import json
 
-    from tasks.loadgen import engine, pacer
+    from tasks.loadgen import http_engine, pacer
     from tasks.loadgen.measurement import summarize
     from tasks.loadgen.run import make_codec
 
@@ -119,12 +119,13 @@ def test_open_loop_paced_by_the_event_loops_timers(mlp_spec, monkeypatch):
         used.append(pacer.LoopTimerPacer(asyncio.get_running_loop(), callback))
         return used[-1]
 
-    monkeypatch.setattr(engine, "make_pacer", loop_timers)
+    monkeypatch.setattr(http_engine, "make_pacer", loop_timers)
     settings = LoadSettings(mode="rate", load=400, duration_s=1.0, warmup_s=0.25, window_s=0.5)
     with fake_server() as endpoint:
         job = {"protocol": endpoint.protocol, "host": endpoint.host, "port": endpoint.port,
                "model_name": endpoint.model_name, "spec": json.loads(mlp_spec.to_json())}
-        recording = asyncio.run(engine.open_loop(endpoint.host, endpoint.port, make_codec(job, settings), settings))
+        codec = make_codec(job, settings)
+        recording = asyncio.run(http_engine.open_loop(endpoint.host, endpoint.port, codec, settings))
     assert len(used) == 1
     _check_counts(summarize(recording, settings, "scheduled"), settings)
 
@@ -199,14 +200,14 @@ def test_every_measured_window_is_reported_even_when_its_timer_has_not_fired(mon
     (they are switched off): every window must still be reported, once, when the load point ends."""
     import asyncio
 
-    from tasks.loadgen import engine
+    from tasks.loadgen import http_engine
     from tasks.loadgen.protocols.http_get import HttpGet
 
-    monkeypatch.setattr(engine._Driver, "_schedule_report", lambda self, k: None)
+    monkeypatch.setattr(http_engine._Driver, "_schedule_report", lambda self, k: None)
     reports: list[dict] = []
     settings = LoadSettings(mode="concurrency", load=1, duration_s=0.5, warmup_s=0.25, window_s=0.25)
     with fake_server() as endpoint:  # any path but /infer answers 200
         codec = HttpGet(endpoint.host, endpoint.port, "v2/health/ready", {}, {})
-        asyncio.run(engine.closed_loop(endpoint.host, endpoint.port, codec, settings, on_window=reports.append))
+        asyncio.run(http_engine.closed_loop(endpoint.host, endpoint.port, codec, settings, on_window=reports.append))
     assert [r["window"] for r in reports] == [1, 2]
     assert all(r["ok"] > 0 and r["errors"] == 0 for r in reports)

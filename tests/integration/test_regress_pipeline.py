@@ -232,8 +232,8 @@ def test_the_same_model_in_a_file_with_another_hash_is_no_regression(duet_nights
 def alone_in_turns(group: dict, store: S3Store | None, rounds: int = 10) -> dict:
     """This test's own ruler of a duet group's change in server CPU per request: in each round each side alone on a
     fresh server, in a random order, through the serving and load functions directly (not tasks/measure/
-    interleaved.py); the size over the rounds with its interval, as tasks/regress/size.py reads rounds. Fresh, as
-    the pipeline's are: servers kept warm across rounds read a smaller change (docs/regressions.md)."""
+    interleaved.py); the size over the rounds with its interval, as tasks/regress/size_verdict.py reads rounds. Fresh,
+    as the pipeline's are: servers kept warm across rounds read a smaller change (docs/regressions.md)."""
     import random
 
     from tasks.loadgen.measurement import server_cpu
@@ -242,7 +242,7 @@ def alone_in_turns(group: dict, store: S3Store | None, rounds: int = 10) -> dict
     from tasks.measure.hoststate import ServerReader
     from tasks.measure.window_reader import LiveServerWindowReader
     from tasks.regress.sides import side_from_inputs
-    from tasks.regress.size import size_metric
+    from tasks.regress.size_verdict import size_metric
     from tasks.serve.budget import plan_budget
     from tasks.serve.launchers.process import ProcessLauncher
     from tasks.serve.session import SessionSettings, server_session

@@ -49,7 +49,7 @@ WITHOUT_UNIT_FILE = {
     "tasks.loadgen.protocols.base": "codec constants and base class, through every codec's unit file, "
                                     "e.g. tests/unit/loadgen/protocols/test_kserve_v2_binary.py",
     "tasks.loadgen.protocols.bentoml_json": "against a real BentoML: tests/integration/test_server_bentoml.py",
-    "tasks.loadgen.protocols.http_get": "the stand-in codec of tests/unit/loadgen/test_engine.py and "
+    "tasks.loadgen.protocols.http_get": "the stand-in codec of tests/unit/loadgen/test_http_engine.py and "
                                         "tests/integration/test_loadgen_servers.py",
     "tasks.loadgen.protocols.kserve_v2_rest": "against the custom service and Triton: "
                                               "tests/integration/test_loadgen_servers.py",

@@ -21,10 +21,10 @@ from tasks.regress.attribution import (
     requirement_lines,
 )
 from tasks.regress.clock import WorkClock
-from tasks.regress.duet import DuetThresholds, decided
+from tasks.regress.duet_verdict import DuetThresholds, decided
 from tasks.regress.sides import Night
 from tests.recorded_duets import Replay, equal_pairs, started, trial
-from tests.unit.regress.test_duet import pairs_of
+from tests.unit.regress.test_duet_verdict import pairs_of
 
 REFERENCE_REQUIREMENTS = "# the custom runtime\nonnxruntime==1.32.0\nfastapi==0.115.0  # the app\n"
 

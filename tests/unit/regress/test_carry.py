@@ -7,7 +7,7 @@ import json
 
 from tasks.plan.cells import Session
 from tasks.regress.carry import carry_over, left_note
-from tasks.regress.duets import run_duets
+from tasks.regress.night_duets import run_duets
 from tests.recorded_duets import Replay, cell, changed_night, started, trial
 
 CELL = cell(load=2.0)

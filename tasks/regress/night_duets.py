@@ -9,7 +9,7 @@ A duet group is one server session's changed cells that share their reference ni
 own pairs, and every pair runs on two servers started fresh for it (tasks/measure/duet.py); the sides are built from
 their inputs records (tasks/regress/sides.py), and a reference that cannot be had again is reported as such
 (`unconfirmed`, with the reason), never silently skipped. Both sides are driven by tonight's load generator. The
-duet is the detector; a change it finds or leaves undecided is sized alone (tasks/regress/sizing.py) and, where
+duet is the detector; a change it finds or leaves undecided is sized alone (tasks/regress/size_rounds.py) and, where
 several parts of the inputs changed, taken apart part by part (tasks/regress/attribution.py).
 
 The work is done one load point at a time in the order of regressions.json `order` (tasks/regress/order.py), each
@@ -32,12 +32,12 @@ from tasks.plan.cells import Plan
 from tasks.plan.control import control_cell, control_row
 from tasks.plan.night import regress_deadline
 from tasks.regress.clock import WorkClock
-from tasks.regress.duet import DUET_METRICS, DuetThresholds, aa_noise
+from tasks.regress.duet_verdict import DUET_METRICS, DuetThresholds, aa_noise
 from tasks.regress.looks import Schedule
 from tasks.regress.point import point_records, run_point, settle_point
 from tasks.regress.references import Reference, row_inputs
 from tasks.regress.sides import Measuring, Night, measure_pairs
-from tasks.regress.sizing import POINT_FIELDS
+from tasks.regress.size_rounds import POINT_FIELDS
 from tasks.store.s3 import S3Store
 
 AA_PAIRS = 4  # pairs of tonight's A/A duet of the control cell
@@ -95,8 +95,8 @@ def measure_aa(aa: dict, night: Night) -> dict:
 
 
 def settle_records(records: list[dict]) -> None:
-    """Every duet record's verdict from its duet and its size alone (tasks/regress/size.py), with m the sizes read
-    tonight as the detector (those of metrics whose duet was undecided and whose size has an interval)."""
+    """Every duet record's verdict from its duet and its size alone (tasks/regress/size_verdict.py), with m the sizes
+    read tonight as the detector (those of metrics whose duet was undecided and whose size has an interval)."""
     duets = [r for r in records if r.get("kind") == "duet" and "duet_verdict" in r]
     detector = sum(r["duet_verdict"] == "undecided" and (r.get("size") or {}).get("log_se") is not None
                    for r in duets)

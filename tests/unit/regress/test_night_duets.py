@@ -1,6 +1,6 @@
-"""The night's regression work (tasks/regress/duets.py) with recorded pairs and rounds and no server (the measuring
-functions replay them, tests/recorded_duets.py): tonight's A/A duet first, then each changed load point's duet,
-size and attribution in the night's order; the deadline cuts what would not end before it, which is left for the
+"""The night's regression work (tasks/regress/night_duets.py) with recorded pairs and rounds and no server (the
+measuring functions replay them, tests/recorded_duets.py): tonight's A/A duet first, then each changed load point's
+duet, size and attribution in the night's order; the deadline cuts what would not end before it, which is left for the
 next night and finished there on the same looks; every row of the verdict table, counted."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from tasks.plan.cells import Session
-from tasks.regress.duets import count_verdicts, merge_duets, run_duets
+from tasks.regress.night_duets import count_verdicts, merge_duets, run_duets
 from tests.recorded_duets import Replay, cell, changed_night, equal_pairs, started, trial
 
 DUET_ID = "duet0.mlp.onnx.custom"
