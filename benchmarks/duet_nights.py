@@ -90,8 +90,8 @@ def _side(label: str, server_name: str, variant, budget):
 
 def _solo_cpu_us(server_name: str, variant, load, budget, log_dir: Path) -> float:
     """One fresh server session, one load point: its server CPU per request (µs, over the measured window)."""
+    from tasks.loadgen.coordinator import run_load_point
     from tasks.loadgen.measurement import server_cpu
-    from tasks.loadgen.run import run_load_point
     from tasks.measure.hoststate import ServerReader
     from tasks.measure.window_reader import LiveServerWindowReader
     from tasks.serve.launchers.process import ProcessLauncher

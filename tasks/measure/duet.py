@@ -33,9 +33,9 @@ from pathlib import Path
 from tasks.convert.artifact import Artifact
 from tasks.core import progress
 from tasks.core.spec import ModelSpec
+from tasks.loadgen.coordinator import PointHooks, StartRendezvous, run_load_point
 from tasks.loadgen.measurement import server_cpu
 from tasks.loadgen.resources import sampler_for
-from tasks.loadgen.run import PointHooks, StartRendezvous, run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.hoststate import HostStateProbe
 from tasks.measure.point import observe_health

@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tasks.core import progress
+from tasks.loadgen.coordinator import PointHooks, run_load_point
 from tasks.loadgen.measurement import PERCENTILES, Measurement, server_cpu
 from tasks.loadgen.overload import OverloadFigures, OverloadPhases, summarize_overload
 from tasks.loadgen.recording import Recording
 from tasks.loadgen.resources import Footprint, read_footprint, sampler_for
-from tasks.loadgen.run import PointHooks, run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.bounds import bound_fields, lengthened_settings, should_lengthen
 from tasks.measure.context import ServerLife, SessionContext, base_row

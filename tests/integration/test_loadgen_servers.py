@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tasks.loadgen.coordinator import PointHooks, run_load_point
 from tasks.loadgen.measurement import GENERATOR_SATURATED_MIN_LATE, latencies_ms
 from tasks.loadgen.recording import Recording
-from tasks.loadgen.run import PointHooks, run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.hoststate import ServerReader
 from tasks.measure.window_reader import LiveServerWindowReader
@@ -111,7 +111,7 @@ def test_open_loop_paced_by_the_event_loops_timers(mlp_spec, monkeypatch):
 
     from tasks.loadgen import http_engine, pacer
     from tasks.loadgen.measurement import summarize
-    from tasks.loadgen.run import make_codec
+    from tasks.loadgen.worker import WorkerJob, make_codec
 
     used = []
 
@@ -122,8 +122,8 @@ def test_open_loop_paced_by_the_event_loops_timers(mlp_spec, monkeypatch):
     monkeypatch.setattr(http_engine, "make_pacer", loop_timers)
     settings = LoadSettings(mode="rate", load=400, duration_s=1.0, warmup_s=0.25, window_s=0.5)
     with fake_server() as endpoint:
-        job = {"protocol": endpoint.protocol, "host": endpoint.host, "port": endpoint.port,
-               "model_name": endpoint.model_name, "spec": json.loads(mlp_spec.to_json())}
+        job = WorkerJob(endpoint.host, endpoint.port, endpoint.model_name, endpoint.protocol,
+                        json.loads(mlp_spec.to_json()), settings.to_dict())
         codec = make_codec(job, settings)
         recording = asyncio.run(http_engine.open_loop(endpoint.host, endpoint.port, codec, settings))
     assert len(used) == 1
@@ -161,7 +161,7 @@ def test_triton_server_side_count_agrees_with_client(mlp_onnx, mlp_spec, log_dir
 
 
 def test_workers_start_from_any_working_directory(tmp_path, mlp_spec, monkeypatch):
-    """The generator's worker processes run `python -m tasks.loadgen.run`: from a folder outside the repository
+    """The generator's worker processes run `python -m tasks.loadgen.worker`: from a folder outside the repository
     (and with no PYTHONPATH) they must still import it. On the old code this failed with "not ready within 60 s"."""
     progress: list[str] = []
     settings = LoadSettings(mode="concurrency", load=2, duration_s=1.0, warmup_s=0.2, window_s=0.5)
@@ -178,7 +178,7 @@ def test_every_window_line_is_reported_before_the_load_point_returns(tmp_path, m
     """The workers' window lines are read by threads; a worker can exit with its last line still unread. Each
     line is held back 0.3 s here (a busy parent), so without waiting for the readers the last windows' lines
     would arrive after `run_load_point` returned, and a task's log would lack them."""
-    from tasks.loadgen import run as run_module
+    from tasks.loadgen import coordinator as run_module
 
     original = run_module.WindowProgress.add
 

@@ -236,8 +236,8 @@ def alone_in_turns(group: dict, store: S3Store | None, rounds: int = 10) -> dict
     as the pipeline's are: servers kept warm across rounds read a smaller change (docs/regressions.md)."""
     import random
 
+    from tasks.loadgen.coordinator import run_load_point
     from tasks.loadgen.measurement import server_cpu
-    from tasks.loadgen.run import run_load_point
     from tasks.loadgen.settings import LoadSettings
     from tasks.measure.hoststate import ServerReader
     from tasks.measure.window_reader import LiveServerWindowReader

@@ -226,7 +226,8 @@ def test_code_citation_pattern(tmp_path):
 
 TREE_ROOTS = ("tasks", "dags", "plugins", "benchmarks", "tests", "docs", "suites", "models", "docker", ".ci", "scripts",
               "templates", "deploy")
-PATH_SPAN = re.compile(r"^(?:\./)?((?:%s)/[\w./-]*)$" % "|".join(re.escape(r) for r in TREE_ROOTS))
+ROOTS = "|".join(re.escape(r) for r in TREE_ROOTS)
+PATH_SPAN = re.compile(rf"^(?:\./)?((?:{ROOTS})/[\w./-]*)$")
 FILE_SPAN = re.compile(r"^[\w-]+\.py$")  # a module named bare (a published object's name, `night.json`, is no file)
 DOTTED_SPAN = re.compile(r"^tasks(?:\.\w+)+$")
 CONSTANT_SPAN = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")

@@ -42,7 +42,7 @@ WITHOUT_UNIT_FILE = {
                            "tests/integration/test_pipeline_dag.py",
     "tasks.core.names": "safe run ids and refused names: tests/reliability/test_input_faults.py",
     "tasks.core.paths": "where things are, used throughout, e.g. tests/integration/test_convert.py",
-    "tasks.loadgen.window_reader": "an interface: its test double in tests/unit/loadgen/test_run.py, its live "
+    "tasks.loadgen.window_reader": "an interface: its test double in tests/unit/loadgen/test_coordinator.py, its live "
                                    "implementation in tests/unit/measure/test_window_reader.py",
     "tasks.loadgen.grpc_engine": "gRPC load against a real Triton: tests/integration/test_loadgen_grpc.py, "
                                  "tests/integration/test_wires_servers.py",

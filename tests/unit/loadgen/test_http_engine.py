@@ -11,8 +11,8 @@ import numpy as np
 from tasks.loadgen.http_engine import arrival_schedule_ns
 from tasks.loadgen.measurement import summarize
 from tasks.loadgen.protocols.base import OK, TIMEOUT
-from tasks.loadgen.run import worker_share
 from tasks.loadgen.settings import LoadSettings
+from tasks.loadgen.worker import worker_share
 
 
 def test_schedules_are_seeded_split_exactly_and_bounded():
