@@ -71,19 +71,19 @@ def record(args: argparse.Namespace) -> int:
     with start_embedded_s3() as s3, open(out_path, "w", newline="") as out:
         s3.create_bucket("noise")
         conn = s3.connection("serving_eval_s3")
-        started = start_run(conf, run_id=run_id, logical_date="2026-01-01T02:00:00+00:00", conn=conn)
-        plan = run_plan(started)
+        planned = start_run(conf, run_id=run_id, logical_date="2026-01-01T02:00:00+00:00", conn=conn)
+        plan = run_plan(planned)
         writer = csv.DictWriter(out, fieldnames=COLUMNS)
         writer.writeheader()
         try:
-            converted = [convert_in_run(c, started, conn) for c in started["conversions"]]
+            converted = [convert_in_run(c, planned, conn) for c in planned["conversions"]]
             started_s = time.monotonic()  # the clock of the sessions, after the conversions
             by_format = {s.format: s for s in plan.sessions}
             while time.monotonic() - started_s < 60 * args.minutes:
                 session = by_format[FORMATS[sessions % len(FORMATS)]]  # a fresh server for this format's cells
                 session = replace(session, session_id=f"noise{sessions}.{session.session_id}")
                 with NeighbourProbe() as probe:
-                    out_rows = measure_session(session, converted, started["run"], plan.config)["rows"]
+                    out_rows = measure_session(session, converted, planned["run"], plan.config)["rows"]
                 for row in out_rows:
                     writer.writerow({"t_s": round(time.monotonic() - started_s, 1), "session": sessions,
                                      "format": row["format"], "load": row["load"],

@@ -97,7 +97,7 @@ def cell(server: str = "custom", load: float = 1.0, mode: str = "concurrency", m
     return Cell(model, "onnx", server, "process", "cpu", 1, mode, load, protocol="kserve_v2_rest", wire="json")
 
 
-def started(sessions: list[Session], night: dict | None = None, run_id: str = "tonight", **config) -> dict:
+def planned(sessions: list[Session], night: dict | None = None, run_id: str = "tonight", **config) -> dict:
     """A run's plan as the duet step reads it (no conversion, no measuring): its config, sessions and night."""
     values = {"models": ["mlp"], "servers": ["custom"], "duet_min_pairs": 3, "duet_max_pairs": 6, "size_rounds": 12,
               "size_budget_s": 600.0, "duration_s": 2.0, "warmup_s": 0.5, **config}

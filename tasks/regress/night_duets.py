@@ -2,7 +2,7 @@
 measured it, after tonight's A/A duet of the control cell has measured the duet's own noise there.
 
     planned = plan_duets(references, plan)              # in the regression check (tasks/regress/check.py)
-    regressions = run_duets(started, conversions, regressions, host=...)   # one task per measuring host
+    regressions = run_duets(planned, conversions, regressions, host=...)   # one task per measuring host
     regressions = merge_duets(regressions, parts)       # the hosts' tasks put together, the verdicts settled
 
 A duet group is one server session's changed cells that share their reference night: each cell's load point gets its
@@ -116,7 +116,7 @@ def _ordered(regressions: dict, groups: list[dict]) -> list[tuple[dict, int]]:
     return out
 
 
-def run_duets(started: dict, conversions: list[dict], regressions: dict, *, host: str | None = None,
+def run_duets(planned: dict, conversions: list[dict], regressions: dict, *, host: str | None = None,
               store: S3Store | None = None, measuring: Measuring | None = None) -> dict:
     """Measure the night's duets (with `host`, that host's) and settle their records; first tonight's A/A duet of
     the control cell where it was measured, whose noise sizes the night's thresholds on this host. Then each
@@ -126,12 +126,12 @@ def run_duets(started: dict, conversions: list[dict], regressions: dict, *, host
     time (tests pass their own)."""
     regressions = copy.deepcopy(regressions)
     measuring = measuring or Measuring()
-    plan = Plan.from_dict(started)
+    plan = Plan.from_dict(planned)
     config = plan.config
     groups = [g for g in regressions.get("duets", []) if host is None or g.get("host") in (host, None)]
     aa = regressions.get("aa")
     noise: dict = {}
-    night = Night(started, config, store, measure=measuring.measure, measure_alone=measuring.measure_alone,
+    night = Night(planned, config, store, measure=measuring.measure, measure_alone=measuring.measure_alone,
                   build=measuring.build, clock=WorkClock(regress_deadline(plan.night), measuring.now))
     if aa and (host is None or aa.get("host") in (host, None)) and config.duets:
         measured = measure_aa(aa, night)

@@ -5,10 +5,10 @@ their own (tasks/measure)."""
 from __future__ import annotations
 
 
-def plan_figure(started: dict) -> str:
-    sessions = started.get("sessions") or []
+def plan_figure(planned: dict) -> str:
+    sessions = planned.get("sessions") or []
     cells = sum(len(s.get("cells") or []) for s in sessions)
-    deferred = len((started.get("night") or {}).get("deferred") or [])
+    deferred = len((planned.get("night") or {}).get("deferred") or [])
     return f"{len(sessions)} server sessions, {cells} cells" + (f", {deferred} deferred" if deferred else "")
 
 

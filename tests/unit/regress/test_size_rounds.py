@@ -11,7 +11,7 @@ from tasks.regress.clock import WorkClock
 from tasks.regress.looks import size_schedule
 from tasks.regress.sides import Night
 from tasks.regress.size_rounds import apply_sizes, needs_size, size_point
-from tests.recorded_duets import Replay, started, trial
+from tests.recorded_duets import Replay, planned, trial
 from tests.unit.regress.test_size_verdict import rounds_of
 
 POINT = {"batch_size": 1, "mode": "concurrency", "load": 4.0, "protocol": None}
@@ -24,7 +24,7 @@ def record(metric: str, duet_verdict: str) -> dict:
 
 
 def night_of(replay: Replay, **config) -> Night:
-    run = started([], **config)
+    run = planned([], **config)
     return Night(run, Plan.from_dict(run).config, None, measure_alone=replay.measure_alone, build=replay.build,
                  clock=WorkClock(None, replay.now))
 
