@@ -83,7 +83,7 @@ _.gpu_power_w
 _.server_throttled_pct  # HostState.to_dict(): the host_state JSON
 _.p99_ms  # Trial.to_dict() (tasks/plan/tune.py): the tuning record
 _.window_spread  # Metric field read by name: metrics_where("window_spread")
-# ServerCounts' whole-point increases: written by tasks/loadgen/run.py, read by nothing (that module is being
+# ServerCounts' whole-point increases: written by tasks/loadgen/coordinator.py, read by nothing (that module is being
 # reworked into one server reader under issue 31; remove them there)
 _.server_requests_total
 _.client_requests_total

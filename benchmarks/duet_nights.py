@@ -18,8 +18,8 @@ overhead; `heavy`: hidden 2048, where it is mostly compute):
   base and each step in turn within a round, so the host's drift cancels; tasks/measure/engine_speed.py), over the
   base's server CPU per request in the same trial's solo rounds (their reference sides);
 - `--trials` trials of each step, each a first night as the pipeline runs it: the duet (tasks/measure/duet.py, the
-  run's pair rule, judged by tasks/regress/duet.py), the interleaved rounds (`--rounds`, the pipeline's size rule,
-  tasks/regress/size.py: their mean and 95 % interval), and the duet again with each side on its own core;
+  run's pair rule, judged by tasks/regress/duet_verdict.py), the interleaved rounds (`--rounds`, the pipeline's size
+  rule, tasks/regress/size_verdict.py: their mean and 95 % interval), and the duet again with each side on its own core;
 - `--equal` changed-but-equal nights: the base against itself re-exported with another seed (another file, the
   same compute), judged by the duet, and sized where the duet alarmed, as the pipeline would.
 Every measurement is the pipeline's own code on the process launcher at concurrency 2; the noise floor is the
@@ -90,8 +90,8 @@ def _side(label: str, server_name: str, variant, budget):
 
 def _solo_cpu_us(server_name: str, variant, load, budget, log_dir: Path) -> float:
     """One fresh server session, one load point: its server CPU per request (µs, over the measured window)."""
+    from tasks.loadgen.coordinator import run_load_point
     from tasks.loadgen.measurement import server_cpu
-    from tasks.loadgen.run import run_load_point
     from tasks.measure.hoststate import ServerReader
     from tasks.measure.window_reader import LiveServerWindowReader
     from tasks.serve.launchers.process import ProcessLauncher
@@ -141,7 +141,7 @@ def _duet(server_name: str, reference, candidate, load, budget, log_dir: Path, d
           split: bool = False) -> dict:
     """The pipeline's duet on this night of one changed cell (Bonferroni over its metrics), judged."""
     from tasks.measure.duet import measure_duet
-    from tasks.regress.duet import DUET_METRICS, DuetThresholds, decided, judge_pairs
+    from tasks.regress.duet_verdict import DUET_METRICS, DuetThresholds, decided, judge_pairs
 
     tests = len(DUET_METRICS)
     thresholds = DuetThresholds.detector()
@@ -158,7 +158,7 @@ def _duet(server_name: str, reference, candidate, load, budget, log_dir: Path, d
 def _size(server_name: str, reference, candidate, load, budget, log_dir: Path, duet_id: str, rounds: int) -> dict:
     """The pipeline's size alone: interleaved solo rounds, each metric's size and interval."""
     from tasks.measure.interleaved import measure_interleaved
-    from tasks.regress.size import SIZE_METRICS, size_metric, trusted_rounds
+    from tasks.regress.size_verdict import SIZE_METRICS, size_metric, trusted_rounds
 
     result = measure_interleaved(_side("reference", server_name, reference, budget),
                                  _side("candidate", server_name, candidate, budget),

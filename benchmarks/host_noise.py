@@ -8,7 +8,7 @@ three nights from history only where one night's figure moves by about 3 % or le
 `record` alternates fresh server sessions of the MLP on the custom service, ONNX then TorchScript, each
 measuring closed loop at concurrency 1 and 4 at the nightly suite's points (8 s, 2 s warm-up, 1 s windows),
 each a fresh server session through `tasks.measure.session.measure_session`, for `--minutes`; one CSV row per cell
-and session with its time, and the CPU other work used meanwhile (`tasks.measure.hostload`).
+and session with its time, and the CPU other work used meanwhile (`tasks.measure.neighbour_probe`).
 
 `analyse` prints, per cell, the spread of the sessions over the recording (1.4826 MAD of the log, as the
 nights' benchmark), the autocorrelation of their deviations by lag in minutes (how long a slow spell lasts),
@@ -58,7 +58,7 @@ def robust_spread(values: list[float]) -> float:
 def record(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from tasks.measure.hostload import NeighbourProbe
+    from tasks.measure.neighbour_probe import NeighbourProbe
     from tasks.measure.session import measure_session
     from tasks.pipeline import cleanup_run_dir, convert_in_run, run_plan, start_run, sweep_leftovers
     from tasks.store.embedded_s3 import start_embedded_s3
@@ -71,19 +71,19 @@ def record(args: argparse.Namespace) -> int:
     with start_embedded_s3() as s3, open(out_path, "w", newline="") as out:
         s3.create_bucket("noise")
         conn = s3.connection("serving_eval_s3")
-        started = start_run(conf, run_id=run_id, logical_date="2026-01-01T02:00:00+00:00", conn=conn)
-        plan = run_plan(started)
+        planned = start_run(conf, run_id=run_id, logical_date="2026-01-01T02:00:00+00:00", conn=conn)
+        plan = run_plan(planned)
         writer = csv.DictWriter(out, fieldnames=COLUMNS)
         writer.writeheader()
         try:
-            converted = [convert_in_run(c, started, conn) for c in started["conversions"]]
+            converted = [convert_in_run(c, planned, conn) for c in planned["conversions"]]
             started_s = time.monotonic()  # the clock of the sessions, after the conversions
             by_format = {s.format: s for s in plan.sessions}
             while time.monotonic() - started_s < 60 * args.minutes:
                 session = by_format[FORMATS[sessions % len(FORMATS)]]  # a fresh server for this format's cells
                 session = replace(session, session_id=f"noise{sessions}.{session.session_id}")
                 with NeighbourProbe() as probe:
-                    out_rows = measure_session(session, converted, started["run"], plan.config)["rows"]
+                    out_rows = measure_session(session, converted, planned["run"], plan.config)["rows"]
                 for row in out_rows:
                     writer.writerow({"t_s": round(time.monotonic() - started_s, 1), "session": sessions,
                                      "format": row["format"], "load": row["load"],

@@ -42,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tasks.loadgen.engine import closed_loop, open_loop  # noqa: E402
+from tasks.loadgen.http_engine import closed_loop, open_loop  # noqa: E402
 from tasks.loadgen.measurement import summarize  # noqa: E402
 from tasks.loadgen.protocols.http_get import HttpGet  # noqa: E402
 from tasks.loadgen.recording import LATE_START_NS  # noqa: E402

@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO))
 
 from tasks.convert.artifact import Artifact  # noqa: E402
 from tasks.core.spec import ModelSpec, load_spec  # noqa: E402
+from tasks.loadgen.coordinator import run_load_point  # noqa: E402
 from tasks.loadgen.resources import sampler_for  # noqa: E402
-from tasks.loadgen.run import run_load_point  # noqa: E402
 from tasks.loadgen.settings import LoadSettings  # noqa: E402
 from tasks.pipeline import convert_step  # noqa: E402
 from tasks.serve.base import RunSpec, Server, Wire  # noqa: E402

@@ -29,8 +29,8 @@ WINDOW_S = 1.0
 def measure_round(launcher_name: str, server_name: str, artifact, spec, budget, concurrency: int,
                   duration_s: float, log_dir: Path) -> dict:
     """One fresh server session under `launcher_name`, one closed-loop load point: its figures."""
+    from tasks.loadgen.coordinator import run_load_point
     from tasks.loadgen.resources import sampler_for
-    from tasks.loadgen.run import run_load_point
     from tasks.loadgen.settings import LoadSettings
     from tasks.serve.launchers import get_launcher
     from tasks.serve.options import ServingOptions

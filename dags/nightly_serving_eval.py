@@ -2,7 +2,7 @@
 it, validate the results and publish them to S3.
 
 Every night at 02:00 UTC, or from the trigger form. `plan` checks every input first (bad input fails it alone,
-before anything is converted or started) and spreads the server sessions over the run's measuring hosts (Param
+before anything is converted or planned) and spreads the server sessions over the run's measuring hosts (Param
 `hosts`). Each host has its own tasks, made at parse time from `SERVING_EVAL_HOSTS` (tasks/plan/hosts.py): its
 `measure_<host>` task is mapped over that host's sessions (one server session each: start, all its load points,
 stop), in that host's Celery queue and one-slot pool `serving_eval_host_<host>`, so hosts measure side by side and
@@ -313,77 +313,77 @@ def nightly_serving_eval():
         return start_run(dict(params), run_id=run_id, logical_date=logical, conn=_connection(config.aws_conn_id))
 
     @task
-    def conversions(started: dict) -> list[dict]:
-        return started["conversions"]
+    def conversions(planned: dict) -> list[dict]:
+        return planned["conversions"]
 
     @task
-    def sessions(started: dict, host: str) -> list[dict]:
+    def sessions(planned: dict, host: str) -> list[dict]:
         from tasks.pipeline import host_sessions
 
-        return host_sessions(started, host)
+        return host_sessions(planned, host)
 
     @task(retries=1, map_index_template="{{ task.op_kwargs['conversion']['model'] }}."
                                         "{{ task.op_kwargs['conversion']['format'] }}")
-    def convert(conversion: dict, started: dict) -> dict:
+    def convert(conversion: dict, planned: dict) -> dict:
         from tasks.pipeline import convert_in_run
 
-        return convert_in_run(conversion, started, _connection(started["config"]["aws_conn_id"]))
+        return convert_in_run(conversion, planned, _connection(planned["config"]["aws_conn_id"]))
 
     @task(max_active_tis_per_dag=1, map_index_template="{{ task.op_kwargs['session']['session_id'] }}")
-    def measure(session: dict, started: dict, converted: list[dict]) -> dict:
+    def measure(session: dict, planned: dict, converted: list[dict]) -> dict:
         from tasks.pipeline import measure_in_run
 
-        return measure_in_run(session, list(converted), started, _connection(started["config"]["aws_conn_id"]))
+        return measure_in_run(session, list(converted), planned, _connection(planned["config"]["aws_conn_id"]))
 
     @task(trigger_rule="all_done")
-    def collect(started: dict, measured: list[list[dict]]) -> dict:
-        if started is None:  # the plan step failed: it alone says why; everything after it is skipped
+    def collect(planned: dict, measured: list[list[dict]]) -> dict:
+        if planned is None:  # the plan step failed: it alone says why; everything after it is skipped
             from airflow.sdk.exceptions import AirflowSkipException
 
             raise AirflowSkipException("the plan step failed: nothing was converted, measured or published")
         from tasks.pipeline import collect_results
 
-        return collect_results(started, [out for host in measured for out in (host or [])])
+        return collect_results(planned, [out for host in measured for out in (host or [])])
 
     @task
-    def validate(started: dict, collected: dict, converted: list[dict]) -> dict:
+    def validate(planned: dict, collected: dict, converted: list[dict]) -> dict:
         from tasks.pipeline import validate_step
 
-        return validate_step(started, collected, list(converted))
+        return validate_step(planned, collected, list(converted))
 
     @task
-    def regressions(started: dict, collected: dict, converted: list[dict]) -> dict:
+    def regressions(planned: dict, collected: dict, converted: list[dict]) -> dict:
         from tasks.pipeline import regress_step
 
-        return regress_step(started, collected, list(converted), _connection(started["config"]["aws_conn_id"]))
+        return regress_step(planned, collected, list(converted), _connection(planned["config"]["aws_conn_id"]))
 
     @task
-    def duet(started: dict, converted: list[dict], regressed: dict, host: str) -> dict:
+    def duet(planned: dict, converted: list[dict], regressed: dict, host: str) -> dict:
         from tasks.pipeline import duet_step
 
-        return duet_step(started, list(converted), regressed, host, _connection(started["config"]["aws_conn_id"]))
+        return duet_step(planned, list(converted), regressed, host, _connection(planned["config"]["aws_conn_id"]))
 
     @task(outlets=[PUBLISHED_RUNS])
-    def publish(started: dict, collected: dict, converted: list[dict], validation: dict, regressed: dict,
+    def publish(planned: dict, collected: dict, converted: list[dict], validation: dict, regressed: dict,
                 dueted: list[dict]) -> dict:
         from tasks.pipeline import merge_duet_parts, publish_step
 
-        conn = _connection(started["config"]["aws_conn_id"])
-        summary = publish_step(started, collected, list(converted), validation, conn,
+        conn = _connection(planned["config"]["aws_conn_id"])
+        summary = publish_step(planned, collected, list(converted), validation, conn,
                                merge_duet_parts(regressed, list(dueted)))
         get_current_context()["outlet_events"][PUBLISHED_RUNS].extra = summary
         return summary
 
     @task
-    def notify(started: dict, summary: dict) -> dict:
+    def notify(planned: dict, summary: dict) -> dict:
         """The night's message to Param notify's notifiers; a failing one is recorded, never fails the run."""
         from serving_eval_notifiers import notifier_senders  # plugins/: Airflow's notifier classes
 
         from tasks.pipeline import notify_step
 
-        config = started["config"]
+        config = planned["config"]
         senders = notifier_senders(config["notify"], strict=False)  # a connection gone since the plan: recorded
-        return notify_step(started, summary, _connection(config["aws_conn_id"]), senders)
+        return notify_step(planned, summary, _connection(config["aws_conn_id"]), senders)
 
     @task
     def check(summary: dict) -> dict:
@@ -402,20 +402,20 @@ def nightly_serving_eval():
     # One set of measuring tasks per host, in its queue and pool: Airflow routes per task, not per mapped instance.
     on_host = {h.name: {"queue": h.queue, "pool": h.pool} if h.queue else {"pool": h.pool} for h in HOSTS}
     before = {h: sweep_leftovers.override(task_id=f"sweep_{h}", **on_host[h])(h) for h in on_host}
-    started = plan()
-    converted = convert.partial(started=started).expand(conversion=conversions(started))
-    measured = [measure.override(task_id=f"measure_{h}", **on_host[h]).partial(started=started, converted=converted)
-                .expand(session=sessions.override(task_id=f"sessions_{h}")(started, h)) for h in on_host]
-    collected = collect(started, measured)
-    validation = validate(started, collected, converted)
-    regressed = regressions(started, collected, converted)
-    dueted = [duet.override(task_id=f"duet_{h}", **on_host[h])(started, converted, regressed, h) for h in on_host]
-    summary = publish(started, collected, converted, validation, regressed, dueted)
-    list(before.values()) >> started
+    planned = plan()
+    converted = convert.partial(planned=planned).expand(conversion=conversions(planned))
+    measured = [measure.override(task_id=f"measure_{h}", **on_host[h]).partial(planned=planned, converted=converted)
+                .expand(session=sessions.override(task_id=f"sessions_{h}")(planned, h)) for h in on_host]
+    collected = collect(planned, measured)
+    validation = validate(planned, collected, converted)
+    regressed = regressions(planned, collected, converted)
+    dueted = [duet.override(task_id=f"duet_{h}", **on_host[h])(planned, converted, regressed, h) for h in on_host]
+    summary = publish(planned, collected, converted, validation, regressed, dueted)
+    list(before.values()) >> planned
     summary >> sweep_run_leftovers()() << list(before.values())  # the run's work folder on a default-queue worker
     for h, setup_task in before.items():
         summary >> sweep_run_leftovers(h, **on_host[h])(h) << setup_task
-    notify(started, summary)
+    notify(planned, summary)
     check(summary)
 
 

@@ -9,8 +9,9 @@ The watchdog's step (dags/serving_eval_watchdog.py: a night that never published
 `python -m tasks.cli publish`'s: the results a publish that failed kept in the run's work folder, published later.
 
 Inputs and outputs are JSON-ready dicts, so they travel through XCom unchanged. The plan step resolves the run's
-configuration once (suite values included) and writes it, with the sessions and their cells, into `started`; every
-later step reads the plan back from there (`run_plan`) and never resolves the Params again.
+configuration once (suite values included) and writes it, with the sessions and their cells, into `planned` (its
+output: the run and its plan); every later step reads the plan back from there (`run_plan`) and never resolves the
+Params again.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from tasks.convert import ConversionSkipped, convert
 from tasks.convert.sources import resolve_source
 from tasks.core.errors import ConfigError, ServingEvalError
 from tasks.core.metadata import collect_code_metadata, collect_host_metadata, host_fingerprint, measuring_hosts
-from tasks.core.paths import CACHE_ENV, cache_root, run_dir, runs_root, runtime_home
+from tasks.core.paths import CACHE_ENV, cache_root, run_dir, runs_root
+from tasks.core.progress import stage
 from tasks.core.results import SCHEMA_VERSION, frame_records, to_csv_bytes, to_frame, to_parquet_bytes
 from tasks.core.spec import load_spec
 from tasks.core.verdicts import is_regression
@@ -40,22 +42,26 @@ from tasks.plan.hosts import check_worker_host, is_distributed, sessions_of
 from tasks.plan.night import NightClock, fit_night, night_lines, night_outcome, stage_clocks, start_clock
 from tasks.plan.past_nights import past_nights
 from tasks.regress.check import judge_run
-from tasks.regress.duets import REFERENCES_FILE, merge_duets, references_json, run_duets
-from tasks.regress.references import row_inputs
+from tasks.regress.night_duets import REFERENCES_FILE, merge_duets, references_json, run_duets
+from tasks.regress.references import keep_runtimes
 from tasks.report.coverage import carried_rows
-from tasks.report.notify import (
-    Sender,
-    notify_night,
-)
+from tasks.report.notify import Sender, notify_night
 from tasks.report.page import PublishedRun, render_report
+from tasks.report.progress_lines import (
+    check_figure,
+    collected_figure,
+    conversion_figure,
+    plan_figure,
+    publish_figure,
+    regress_figure,
+    validation_figure,
+)
 from tasks.report.record import RecordNight, build_record
 from tasks.report.trend import build_trend
 from tasks.runtimes import interrupts
-from tasks.runtimes.venvs import files_sha256
 from tasks.serve.launchers import LAUNCHERS
 from tasks.store.migrate import migrate_layout
 from tasks.store.publish import publish_run
-from tasks.store.runtimes import publish_runtime
 from tasks.store.s3 import ConnectionFields, S3Store
 from tasks.store.wait import StoreAway
 from tasks.validate.expectations import validate_run
@@ -80,11 +86,12 @@ def result_store(config: RunConfig, conn: ConnectionFields) -> S3Store:
                    wait_s=config.store_wait_s)
 
 
-def run_plan(started: dict) -> Plan:
+def run_plan(planned: dict) -> Plan:
     """The plan as the plan step resolved it (config, conversions, sessions), read back from its output."""
-    return Plan.from_dict(started)
+    return Plan.from_dict(planned)
 
 
+@stage("plan", plan_figure)
 def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionFields) -> dict:
     """The plan step: check every input that can be checked without converting (Params and their cross-field
     rules, model specs, bring-your-own source files: presence, shape, `sha256`), the work folder and the store,
@@ -109,6 +116,7 @@ def start_run(params: dict, *, run_id: str, logical_date: str, conn: ConnectionF
         "run_id": run_id, "logical_date": logical_date, "started_at": now_iso(), "schema_version": SCHEMA_VERSION,
         "run_dir": str(directory), "host": host, "code": collect_code_metadata(),
         "host_check": check.to_dict()["findings"], "plan_clock": {"begin": begin, "end": time.time()},
+        "session_ids": [s.session_id for s in plan.sessions],  # a session's place in the plan, for progress lines
     }
     return {"run": run, **plan.to_dict()}
 
@@ -165,6 +173,7 @@ def prepare_run_dir(run_id: str) -> Path:
     return directory
 
 
+@stage("conversion", conversion_figure)
 def convert_step(conversion: dict, log=print, conn: ConnectionFields | None = None,
                  store: S3Store | None = None) -> dict:
     """Convert one (model, format); a failure is returned as data (`error`), a host that cannot make the format
@@ -192,42 +201,43 @@ def _convert(conversion: dict, log, conn: ConnectionFields | None, store: S3Stor
                 "error": f"{type(exc).__name__}: {exc}"[:4000], "skipped": None}
 
 
-def convert_in_run(conversion: dict, started: dict, conn: ConnectionFields, log=print) -> dict:
+def convert_in_run(conversion: dict, planned: dict, conn: ConnectionFields, log=print) -> dict:
     """`convert_step` with the run's connection (s3:// sources) and, with share_artifacts, its store."""
-    config = run_plan(started).config
+    config = run_plan(planned).config
     store = result_store(config, conn) if config.share_artifacts else None
     return convert_step(conversion, log=log, conn=conn, store=store)
 
 
-def measure_in_run(session: dict, conversions: list[dict], started: dict, conn: ConnectionFields | None) -> dict:
+def measure_in_run(session: dict, conversions: list[dict], planned: dict, conn: ConnectionFields | None) -> dict:
     """One server session (as planned, a dict) as a measuring task runs it: on the host it was planned on (checked
     in a multi-host deployment), fetching artifacts converted elsewhere through the store (share_artifacts)."""
     planned = Session.from_dict(session)
     if planned.host:
         check_worker_host(planned.host)
-    config = run_plan(started).config
+    config = run_plan(planned).config
     if is_distributed():  # the plan step checked another machine: this one checks itself
         try:
             check_host(config)
         except HostRefused as exc:
-            run = host_run(started["run"])
+            run = host_run(planned["run"])
             return {"rows": [not_measured(run, c, "failed", str(exc)) for c in planned.cells],
                     "timeline": {"session_id": planned.session_id, "server": planned.server,
                                  "host": run["measuring_host"], "cells": {}, "refused": str(exc)[:1000]}}
     store = result_store(config, conn) if config.share_artifacts and conn is not None else None
-    return measure_session(planned, conversions, started["run"], config, store=store,
-                           clock=NightClock.of(started.get("night") or {}))
+    return measure_session(planned, conversions, planned["run"], config, store=store,
+                           clock=NightClock.of(planned.get("night") or {}))
 
 
-def host_sessions(started: dict, host: str) -> list[dict]:
+def host_sessions(planned: dict, host: str) -> list[dict]:
     """The sessions planned on `host`: what its measuring task is mapped over (empty: it is skipped)."""
-    return sessions_of(started["sessions"], host)
+    return sessions_of(planned["sessions"], host)
 
 
-def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
+@stage("measuring collected", collected_figure)
+def collect_results(planned: dict, session_outputs: list[dict | None]) -> dict:
     """One row per planned cell: rows the sessions returned, and `failed` rows for any session that died; the cells
     the night's clock deferred (no row) in `deferred`."""
-    run = started["run"]
+    run = planned["run"]
     rows, timelines, tuning, deferred = [], [], [], []
     for out in session_outputs:
         if out:
@@ -237,7 +247,7 @@ def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
             if out.get("tuning"):
                 tuning.append(out["tuning"])
     later = {d["cell_id"] for d in deferred}
-    for cell in run_plan(started).cells:
+    for cell in run_plan(planned).cells:
         if cell.cell_id not in later and not rows_of(cell, rows):
             reason = "the server session task failed before returning results"
             rows.append(not_measured(run, cell, "failed", reason))
@@ -247,32 +257,34 @@ def collect_results(started: dict, session_outputs: list[dict | None]) -> dict:
     return {"rows": rows, "timelines": timelines, "tuning": tuning, "deferred": deferred}
 
 
-def measured_sessions(started: dict, collected: dict) -> list[Session]:
+def measured_sessions(planned: dict, collected: dict) -> list[Session]:
     """The planned sessions less the cells the night's clock deferred (they owe no row)."""
     later = {d["cell_id"] for d in collected.get("deferred") or []}
     sessions = [replace(s, cells=tuple(c for c in s.cells if c.cell_id not in later))
-                for s in run_plan(started).sessions]
+                for s in run_plan(planned).sessions]
     return [s for s in sessions if s.cells]
 
 
-def validate_step(started: dict, collected: dict, conversions: list[dict]) -> dict:
+@stage("validation", validation_figure)
+def validate_step(planned: dict, collected: dict, conversions: list[dict]) -> dict:
     begin = time.time()
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
-    expected = expected_rows(measured_sessions(started, collected), collected["rows"])  # a sweep: a row a point
+    expected = expected_rows(measured_sessions(planned, collected), collected["rows"])  # a sweep: a row a point
     validation = validate_run(to_frame(collected["rows"]), parity, expected)
     return {**validation, "clock": {"begin": begin, "end": time.time()}}
 
 
-def regress_step(started: dict, collected: dict, conversions: list[dict], conn: ConnectionFields) -> dict:
+@stage("regression check", check_figure)
+def regress_step(planned: dict, collected: dict, conversions: list[dict], conn: ConnectionFields) -> dict:
     """Each cell's inputs against its reference night's (same cell key, same host, earlier logical dates, exclusions
     left out) and the control's history; the changed cells' duets still need `duet_step`."""
     begin = time.time()
-    plan = run_plan(started)
+    plan = run_plan(planned)
     # tonight's deferred cells, planned and cut by the clock, are neither missing nor judged
     plan = replace(plan, night={**plan.night, "deferred": [*(plan.night.get("deferred") or []),
                                                            *(collected.get("deferred") or [])]})
     parity_now = [c["parity"] for c in conversions if c and c.get("parity")]
-    regressions = judge_run(result_store(plan.config, conn), started["run"], collected["rows"], parity_now, plan)
+    regressions = judge_run(result_store(plan.config, conn), planned["run"], collected["rows"], parity_now, plan)
     keep_references(regressions)
     return {**regressions, "clock": {"begin": begin, "end": time.time()}}
 
@@ -287,22 +299,23 @@ def keep_references(regressions: dict) -> None:
         pass  # the cache is checked writable at the plan step; a reference kept nowhere is still in the store
 
 
-def duet_step(started: dict, conversions: list[dict], regressions: dict, host: str | None = None,
+@stage("regression work", regress_figure)
+def duet_step(planned: dict, conversions: list[dict], regressions: dict, host: str | None = None,
               conn: ConnectionFields | None = None) -> dict:
     """Measure every changed cell beside its reference (a duet), after tonight's A/A duet of the control cell; with
     `host`, the cells measured on that host, on it. References are fetched through the store."""
-    plan = run_plan(started)
+    plan = run_plan(planned)
     if host is not None:
         check_worker_host(host)
     store = result_store(plan.config, conn) if conn is not None else None
     begin = time.time()
-    out = run_duets(started, conversions, regressions, host=host, store=store)
+    out = run_duets(planned, conversions, regressions, host=host, store=store)
     return {**out, "duet_clock": {"begin": begin, "end": time.time()}}
 
 
 def merge_duet_parts(regressions: dict, parts: list[dict | None]) -> dict:
-    """The regression record as published: the per-host duets put together (tasks/regress/duets.py), and when their
-    work began and ended (`duet_clock`, the night's stage `regress`)."""
+    """The regression record as published: the per-host duets put together (tasks/regress/night_duets.py), and when
+    their work began and ended (`duet_clock`, the night's stage `regress`)."""
     merged = merge_duets(regressions, list(parts))
     clocks = [p["duet_clock"] for p in parts if p and p.get("duet_clock")]
     if clocks:
@@ -332,7 +345,8 @@ def failed_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["status"] == "failed" and not r.get("beyond_capacity")]
 
 
-def publish_step(started: dict, collected: dict, conversions: list[dict], validation: dict,
+@stage("publishing", publish_figure)
+def publish_step(planned: dict, collected: dict, conversions: list[dict], validation: dict,
                  conn: ConnectionFields, regressions: dict | None = None) -> dict:
     """Write the run folder to the store (manifest last, latest after) and return a short summary.
 
@@ -342,13 +356,13 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     by clearing this task. Published, the kept file goes, and the teardown removes the folder."""
     begin = time.time()
     regressions = regressions or {"schema_version": SCHEMA_VERSION, "regressions": 0, "records": []}
-    run_id = started["run"]["run_id"]
-    kept = keep_unpublished(started, collected, conversions, validation, regressions)
+    run_id = planned["run"]["run_id"]
+    kept = keep_unpublished(planned, collected, conversions, validation, regressions)
     advice = (f"the run's results are kept in {kept.parent}: once the store answers, `python -m tasks.cli publish "
               f"{shlex.quote(run_id)}` publishes them (or clear the `publish` task and its downstream tasks in the "
               "Airflow UI)")
     try:
-        summary = write_run(started, collected, conversions, validation, conn, regressions, begin)
+        summary = write_run(planned, collected, conversions, validation, conn, regressions, begin)
     except StoreAway as exc:
         raise StoreAway(f"{exc}; {advice}") from exc
     except BaseException:
@@ -358,13 +372,13 @@ def publish_step(started: dict, collected: dict, conversions: list[dict], valida
     return summary
 
 
-def keep_unpublished(started: dict, collected: dict, conversions: list[dict], validation: dict,
+def keep_unpublished(planned: dict, collected: dict, conversions: list[dict], validation: dict,
                      regressions: dict) -> Path:
     """`unpublished.json` in the run's work folder: the plan step's output, the rows and timelines, the conversions,
     validation and regressions, all a later `publish_kept` needs to publish the same run folder."""
-    path = Path(started["run"]["run_dir"]) / UNPUBLISHED_FILE
+    path = Path(planned["run"]["run_dir"]) / UNPUBLISHED_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"schema_version": SCHEMA_VERSION, "run_id": started["run"]["run_id"], "started": started,
+    record = {"schema_version": SCHEMA_VERSION, "run_id": planned["run"]["run_id"], "started": planned,
               "collected": collected, "conversions": conversions, "validation": validation, "regressions": regressions}
     partial = path.with_name(f".{UNPUBLISHED_FILE}.partial")
     partial.write_bytes(_json(record))
@@ -372,15 +386,15 @@ def keep_unpublished(started: dict, collected: dict, conversions: list[dict], va
     return path
 
 
-def write_run(started: dict, collected: dict, conversions: list[dict], validation: dict, conn: ConnectionFields,
+def write_run(planned: dict, collected: dict, conversions: list[dict], validation: dict, conn: ConnectionFields,
               regressions: dict, begin: float | None = None) -> dict:
     """The run folder written to the store, and the summary (`begin`: when publishing began, the night's stage
     `publish`). Runs an older version published in the old folder layout are moved to the new one first
     (tasks/store/migrate.py), so that after the first night on schema 1.4 the store holds one layout."""
     begin = time.time() if begin is None else begin
-    plan = run_plan(started)
+    plan = run_plan(planned)
     config = plan.config
-    run = started["run"]
+    run = planned["run"]
     frame = to_frame(collected["rows"])
     parity = [c["parity"] for c in conversions if c and c.get("parity")]
     status = run_status(collected, validation)
@@ -388,7 +402,7 @@ def write_run(started: dict, collected: dict, conversions: list[dict], validatio
     for move in migrate_layout(store):
         print(move.describe(), flush=True)
     night = night_outcome(plan.night, collected.get("deferred") or [],
-                          stage_clocks(started, collected, conversions, validation, regressions, begin), time.time())
+                          stage_clocks(planned, collected, conversions, validation, regressions, begin), time.time())
     carried = carried_rows(store, night.get("deferred") or []) if night else []
     hosts = measuring_hosts(collected["rows"])
     # the host of the run: where it measured when that is one kind of machine (the plan's host otherwise)
@@ -405,14 +419,14 @@ def write_run(started: dict, collected: dict, conversions: list[dict], validatio
         **({"tuning.json": _json({"schema_version": SCHEMA_VERSION, "searches": collected["tuning"]})}
            if collected.get("tuning") else {}),
         "logs/conversions.json": _json(conversions),
-        "plan.json": _json({**{k: started[k] for k in ("config", "conversions", "sessions")}, "night": night}),
+        "plan.json": _json({**{k: planned[k] for k in ("config", "conversions", "sessions")}, "night": night}),
         **({"night.json": _json(night)} if night else {}),
         **({"carried.parquet": to_parquet_bytes(to_frame(carried))} if carried else {}),
     }
     identity = {"run_id": run["run_id"], "logical_date": run["logical_date"], "status": status,
                 "provenance": provenance}
     files["trend.json"] = _json(build_trend(store, rows=frame_records(frame), **identity))
-    tonight = RecordNight(run["run_id"], run["logical_date"], status, started["sessions"], frame_records(frame),
+    tonight = RecordNight(run["run_id"], run["logical_date"], status, planned["sessions"], frame_records(frame),
                           regressions["records"], night)
     files["record.json"] = _json(build_record(store, tonight, config.suite, host, config.record_nights))
     # The report is rendered from the published bytes alone, as `rebuild_report` does from the store.
@@ -437,21 +451,6 @@ def write_run(started: dict, collected: dict, conversions: list[dict], validatio
         "aws_conn_id": config.aws_conn_id, "s3_prefix": config.s3_prefix, "run_id": run["run_id"],
         "logical_date": run["logical_date"],
     }
-
-
-def keep_runtimes(store: S3Store, rows: list[dict]) -> None:
-    """Keep in the store every runtime folder tonight's rows served with (once per content), so a later night can
-    serve this night's inputs again as its reference (tasks/store/runtimes.py)."""
-    seen = set()
-    for row in rows:
-        runtime = (row_inputs(row) or {}).get("runtime") or {}
-        name, sha = runtime.get("name"), runtime.get("files_sha256")
-        if not name or not sha or (name, sha) in seen:
-            continue
-        seen.add((name, sha))
-        folder = runtime_home(name)
-        if folder.is_dir() and files_sha256(folder) == sha:  # only what this checkout still has
-            publish_runtime(store, name, folder, sha)
 
 
 def check_outcome(summary: dict) -> dict:
@@ -534,9 +533,9 @@ def publish_kept(kept: dict, conn: ConnectionFields, bucket: str | None = None, 
     """Publish the results a failed publish kept (`read_unpublished`) as the step would have, to the run's store
     (or to `bucket`/`prefix` through `conn`); then the run's work folder goes. Nothing is measured again."""
     store = {"aws_conn_id": conn.conn_id, "s3_bucket": bucket, "s3_prefix": prefix}
-    started = {**kept["started"], "config": {**kept["started"]["config"],
+    planned = {**kept["started"], "config": {**kept["started"]["config"],
                                              **{k: v for k, v in store.items() if v is not None}}}
-    summary = publish_step(started, kept["collected"], kept["conversions"], kept["validation"], conn,
+    summary = publish_step(planned, kept["collected"], kept["conversions"], kept["validation"], conn,
                            kept["regressions"])
     cleanup_run_dir(kept["run_id"])
     return summary
@@ -565,30 +564,30 @@ def run_pipeline(params: dict, *, run_id: str, logical_date: str, conn: Connecti
     """
     sweep_leftovers()
     try:
-        started = start_run(params, run_id=run_id, logical_date=logical_date, conn=conn)
-        plan = run_plan(started)
-        converted = [convert_in_run(c, started, conn) for c in plan.conversions]
+        planned = start_run(params, run_id=run_id, logical_date=logical_date, conn=conn)
+        plan = run_plan(planned)
+        converted = [convert_in_run(c, planned, conn) for c in plan.conversions]
         measured = []
         for session in plan.sessions:
             interrupts.check()  # a stop whose KeyboardInterrupt was lost must not reach the publish step
-            measured.append(measure_session(session, converted, started["run"], plan.config,
+            measured.append(measure_session(session, converted, planned["run"], plan.config,
                                             clock=NightClock.of(plan.night)))
-        collected = collect_results(started, measured)
-        validation = validate_step(started, collected, converted)
-        regressions = duet_step(started, converted, regress_step(started, collected, converted, conn), conn=conn)
+        collected = collect_results(planned, measured)
+        validation = validate_step(planned, collected, converted)
+        regressions = duet_step(planned, converted, regress_step(planned, collected, converted, conn), conn=conn)
         interrupts.check()
-        return publish_step(started, collected, converted, validation, conn, regressions), collected["rows"]
+        return publish_step(planned, collected, converted, validation, conn, regressions), collected["rows"]
     finally:
         sweep_leftovers(run_id)
         cleanup_run_dir(run_id)
 
 
-def notify_step(started: dict, summary: dict, conn: ConnectionFields, senders: list[Sender], log=print) -> dict:
+def notify_step(planned: dict, summary: dict, conn: ConnectionFields, senders: list[Sender], log=print) -> dict:
     """After publishing: the night's findings read back from its published objects, sent to every notifier when one
     is new (or always, with Param notify_quiet), and recorded in the run's own notifications.json. Never raises: a
     notifier that fails is logged and recorded, and the run stays as published (docs/notifications.md)."""
     try:
-        config = run_plan(started).config
+        config = run_plan(planned).config
         return notify_night(result_store(config, conn), config, summary, senders, log)
     except Exception as exc:  # noqa: BLE001 - notifying never fails the run: logged, returned
         log(f"notify: the night's message could not be decided or recorded: {type(exc).__name__}: {exc}")

@@ -68,7 +68,7 @@ def infer_and_check(live, spec: ModelSpec, references: dict[int, dict]) -> None:
     """Each reference batch through the server's own codec; outputs equal the source model's within parity."""
     from tasks.core.spec import make_inputs
     from tasks.loadgen.protocols import get_codec
-    from tasks.loadgen.run import output_shapes
+    from tasks.loadgen.worker import output_shapes
 
     for batch_size, expected in references.items():
         codec = get_codec(live.server.protocol)(live.endpoint.host, live.endpoint.port, live.endpoint.model_name,

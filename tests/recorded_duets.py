@@ -97,7 +97,7 @@ def cell(server: str = "custom", load: float = 1.0, mode: str = "concurrency", m
     return Cell(model, "onnx", server, "process", "cpu", 1, mode, load, protocol="kserve_v2_rest", wire="json")
 
 
-def started(sessions: list[Session], night: dict | None = None, run_id: str = "tonight", **config) -> dict:
+def planned(sessions: list[Session], night: dict | None = None, run_id: str = "tonight", **config) -> dict:
     """A run's plan as the duet step reads it (no conversion, no measuring): its config, sessions and night."""
     values = {"models": ["mlp"], "servers": ["custom"], "duet_min_pairs": 3, "duet_max_pairs": 6, "size_rounds": 12,
               "size_budget_s": 600.0, "duration_s": 2.0, "warmup_s": 0.5, **config}
@@ -122,7 +122,7 @@ def changed_night(cells: list[Cell], run: dict, documents: dict | None = None, r
     carried from `documents` (earlier nights' regressions.json, oldest first)."""
     from tasks.regress.carry import carry_over
     from tasks.regress.check import stack_records
-    from tasks.regress.duets import plan_duets
+    from tasks.regress.night_duets import plan_duets
     from tasks.regress.order import work_order
     from tasks.regress.references import Reference
 

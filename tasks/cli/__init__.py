@@ -11,6 +11,7 @@
     deploy.py   deploy init|bucket
     prepare.py  the runtimes a local run needs, built before it starts
     output.py   the summary table, plain tables, exit codes
+    progress_view.py  the progress lines of `airflow dags test`'s log, echoed as they come (a bar on a terminal)
 """
 
 from tasks.core.faces import lazy_exports

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from tasks.core.paths import DOCKER_DIR, cache_root
-from tasks.regress.duets import REFERENCES_FILE
+from tasks.regress.night_duets import REFERENCES_FILE
 from tasks.runtimes.images import (
     BUILDER,
     DEPLOYMENT_IMAGES,

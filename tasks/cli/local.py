@@ -17,11 +17,13 @@ from pathlib import Path
 
 from tasks.cli.output import EXIT_NOT_OK, EXIT_OK, print_summary
 from tasks.cli.prepare import prebuild_runtimes
+from tasks.cli.progress_view import following
 from tasks.core.errors import ServingEvalError
 from tasks.core.paths import REPO_ROOT
 from tasks.pipeline import sweep_leftovers
 from tasks.plan.deadline_alert import DEADLINE_ENV, DEADLINE_OFF
 from tasks.plan.hosts import deployed_hosts
+from tasks.report.lead import published_lines
 from tasks.runtimes import interrupts
 from tasks.runtimes.proctree import create_time_of, terminate_tree
 from tasks.serve.images import containers_for
@@ -106,10 +108,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"embedded S3 (moto) at {s3.endpoint_url}; Airflow home {env['AIRFLOW_HOME']}")
         migrate_db(env)
         log_path = Path(env["AIRFLOW_HOME"]) / "demo.log"
-        print(f"running `airflow dags test {DAG_ID}` (log: {log_path}) ...")
+        print(f"running `airflow dags test {DAG_ID}` (log: {log_path}); its progress lines follow ...")
         started = time.monotonic()
         try:
-            with open(log_path, "w") as log:
+            with open(log_path, "w") as log, following(log_path):  # its progress lines echoed here
                 # `dags test` evaluates no deadline and cannot finish a run of a DAG with one (Airflow 3.3.2)
                 returncode = run_child([str(Path(sys.executable).with_name("airflow")), "dags", "test", DAG_ID, "-c",
                                         json.dumps(conf)], {**env, DEADLINE_ENV: DEADLINE_OFF}, stdout=log,
@@ -132,8 +134,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             target.write_bytes(store.get(obj["key"]))
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
         frame = pd.read_parquet(io.BytesIO(store.get(f"{manifest['prefix']}/results.parquet")))
+        lead = published_lines(store, manifest)
     print(f"\nrun {pointer['run_id']}: status {manifest['status']}, {len(manifest['objects'])} objects published to "
           f"s3://{bucket}/{manifest['prefix']}/")
+    print("\n".join(lead))
     print_summary(frame)
     print(f"\nresults copied to {out}; the embedded S3 keeps every published run in {LOCAL_STATE_DIR}")
     problems = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 EXIT_OK, EXIT_NOT_OK, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
 SUMMARY_COLUMNS = ("model", "format", "server", "batch_size", "load", "throughput_rps", "latency_ms_p50",
                    "latency_ms_p99", "error_rate", "server_cpu_pct", "neighbour_cpu_pct", "startup_s", "stable",
@@ -9,16 +11,24 @@ SUMMARY_COLUMNS = ("model", "format", "server", "batch_size", "load", "throughpu
 
 
 def print_summary(frame) -> None:
-    """A run's rows as a table of the headline columns, the host's state they were measured in, then each row that
-    is not ok with its reason."""
+    """A run's rows as a table of the headline columns (skipped cells counted, not listed), the host's state they
+    were measured in, then each row that failed or was contended with its reason, and the skipped cells grouped by
+    stack and reason."""
     cols = [c for c in SUMMARY_COLUMNS if c in frame.columns]
-    print(frame[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    shown = frame[frame["status"] != "skipped"]
+    if len(shown):
+        print(shown[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     line = host_line(frame)
     if line:
         print(line)
-    failed = frame[frame["status"] != "ok"]
-    for _, row in failed.iterrows():
+    for _, row in frame[~frame["status"].isin(["ok", "skipped"])].iterrows():
         print(f"  {row['server']}/{row['format']} load={row['load']}: {row['status']}: {str(row['reason'])[:300]}")
+    skipped = frame[frame["status"] == "skipped"]
+    groups = Counter((f"{r['server']}/{r['format']}", str(r["reason"])[:300]) for _, r in skipped.iterrows())
+    if groups:
+        print(f"{len(skipped)} rows skipped:")
+    for (stack, reason), n in groups.items():
+        print(f"  {stack}: {n} skipped: {reason}")
 
 
 def host_line(frame) -> str:

@@ -35,6 +35,7 @@ from tasks.plan.capacity import measuring_estimate_s
 from tasks.plan.cells import Plan
 from tasks.plan.config import RunConfig
 from tasks.plan.night import night_lines
+from tasks.report.lead import published_lines
 from tasks.store.s3 import connection_from_env
 
 
@@ -59,8 +60,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"cli__{now.strftime('%Y%m%dT%H%M%S')}"
     summary, rows = run_pipeline(params, run_id=args.run_id or default_id, logical_date=logical.isoformat(),
                                  conn=conn)
+    print_lead(RunConfig.from_params(params), conn, summary)
     print_summary(to_frame(rows))
     return report_outcome(summary)
+
+
+def print_lead(config: RunConfig, conn, summary: dict) -> None:
+    """What the night found and its budget, read back from the store it was published to (nothing when publishing
+    failed: the summary says why)."""
+    if not summary.get("prefix"):
+        return
+    store = result_store(config, conn)
+    try:
+        manifest = store.get_json(f"{summary['prefix']}/manifest.json")
+        print("\n".join(published_lines(store, manifest)))
+    except Exception as exc:  # noqa: BLE001 - the run is published; only its first lines could not be read back
+        print(f"(the night's findings could not be read back from the store: {type(exc).__name__}: {exc})")
 
 
 def report_outcome(summary: dict) -> int:

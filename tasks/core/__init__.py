@@ -11,6 +11,7 @@
     confidence.py  how sure a latency claim is: percentile counts and intervals, bound decisions over looks
     cost.py      what serving costs: core-seconds and GPU-seconds per 1,000 inferences, the price of a million
     metadata.py  provenance: host, CPU, GPU, code version, the measuring host's name
+    progress.py  progress lines: one as each stage, session, load point, look, duet pair and size round ends
     faces.py     the lazy package faces (this file's `__getattr__`)
 """
 

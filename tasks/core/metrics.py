@@ -48,7 +48,7 @@ class Metric:
     drift: bool = False  # the control's drift is reported in it
     window_spread: bool = False  # its within-run spread is the windows' throughput CV (closed loop: latency ~ 1/rate)
     same_figure_as: str | None = None  # the same figure in another unit: one hypothesis, not two, in a night's tests
-    duet: bool = False  # a duet's verdict is on its pairs' ratios of it (tasks/regress/duet.py)
+    duet: bool = False  # a duet's verdict is on its pairs' ratios of it (tasks/regress/duet_verdict.py)
 
 
 METRICS: dict[str, Metric] = {m.name: m for m in (

@@ -1,5 +1,5 @@
 """The regression check's verdicts, named once: what each reader (the summary, the report, the digest, the store's
-run list, the references) counts as a regression or an improvement (tasks/regress/size.py decides them)."""
+run list, the references) counts as a regression or an improvement (tasks/regress/size_verdict.py decides them)."""
 
 from __future__ import annotations
 

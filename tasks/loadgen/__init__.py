@@ -3,9 +3,10 @@ endpoint reached through a protocol codec), and the engine that issues requests 
 It records; `tasks.validate` judges.
 
     settings.py     `LoadSettings`: a plain, validated value; every stop rule written down
-    run.py          one load point in separate generator processes (`run_load_point`), pinned where the host allows
+    coordinator.py  one load point in separate generator processes (`run_load_point`), pinned where the host allows
+    worker.py       one generator process: its `WorkerJob`, its share of the load, its recording
     window_reader.py what a load point reads from the server over its measured window (the interface)
-    engine.py       closed and open loops over lean HTTP/1.1 keep-alive connections
+    http_engine.py  closed and open loops over lean HTTP/1.1 keep-alive connections
     grpc_engine.py  the same loops over grpc.aio channels
     http.py         the lean HTTP/1.1 client of the hot path
     pacer.py        wake-ups at absolute monotonic nanoseconds for the open loop's schedule
@@ -21,7 +22,7 @@ It records; `tasks.validate` judges.
 
 from tasks.core.faces import lazy_exports
 
-EXPORTS = {"LoadSettings": "settings", "run_load_point": "run", "Measurement": "measurement",
+EXPORTS = {"LoadSettings": "settings", "run_load_point": "coordinator", "Measurement": "measurement",
            "sampler_for": "resources", "read_footprint": "resources"}
 __all__ = sorted(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

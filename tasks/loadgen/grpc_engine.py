@@ -1,4 +1,4 @@
-"""The gRPC engine: the closed and open loops of `engine.py` over grpc.aio channels (any gRPC codec).
+"""The gRPC engine: the closed and open loops of `http_engine.py` over grpc.aio channels (any gRPC codec).
 
 The request is the codec's serialized message, encoded once and sent as is on the codec's unary-unary method
 (`Codec.grpc_method`: KServe v2 ModelInfer, TorchServe Predictions, TF Serving Predict) without serializers
@@ -12,7 +12,7 @@ at most `settings.max_connections` in flight (a due call waits in a backlog for 
 the scheduled send. The calls are spread round-robin over `channel_count` channels, each its own HTTP/2
 connection.
 
-Stop rules, as in `engine.py`: the measured time ends `duration_s` after the warm-up, or earlier at a window
+Stop rules, as in `http_engine.py`: the measured time ends `duration_s` after the warm-up, or earlier at a window
 boundary when `stop_when_stable` holds. Every call carries a deadline of `request_timeout_s` from its scheduled
 send (an expired one counts as a timeout; one that waited in the backlog that long is given up unsent); in-flight
 calls get at most `request_timeout_s` + DRAIN_GRACE_S after the measured time, then are cancelled and counted as
@@ -30,7 +30,7 @@ from time import monotonic_ns
 import grpc
 import numpy as np
 
-from tasks.loadgen.engine import (
+from tasks.loadgen.http_engine import (
     DRAIN_GRACE_S,
     NS,
     RECONNECT_PAUSE_S,

@@ -10,7 +10,7 @@ The phase, written down:
 
 Latency is from the scheduled send (open loop, no coordinated omission); a timed-out request counts at its timeout,
 a request never sent (no free connection before the end) at its wait. Every request is bounded by the load
-point's `request_timeout_s` and the whole phase by its length plus that timeout (tasks/loadgen/engine.py).
+point's `request_timeout_s` and the whole phase by its length plus that timeout (tasks/loadgen/http_engine.py).
 
 Goodput is read by the time answers came back, not by when their requests were scheduled: a stack that queues
 answers the burst's requests late, after it, and what it served *during* the burst is its rate under overload.

@@ -1,6 +1,6 @@
 """What a load point recorded, request by request, and the window rule both the engine and the summary use.
 
-The engines (`engine.py`, `grpc_engine.py`) write a `Recording`; `measurement.py` summarizes it. Both import
+The engines (`http_engine.py`, `grpc_engine.py`) write a `Recording`; `measurement.py` summarizes it. Both import
 this module and neither imports the other, so the recording type, its constants and the definition of a
 window live here, once.
 """

@@ -89,3 +89,8 @@ class LoadSettings:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> LoadSettings:
+        """The settings `to_dict` wrote, through JSON (its lists made the tuples they were)."""
+        return cls(**{**values, "bounds_ms": tuple(values.get("bounds_ms") or ())})

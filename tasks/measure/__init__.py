@@ -16,7 +16,7 @@
     hoststate.py     the host's state over each load point: other work's CPU, steal, the server's CPU share and wait
     window_reader.py what a load point reads from its live server over the measured window: count, timings, CPU
     hostcheck.py     is this host fit to measure on: the pre-flight findings and a run's hard limits (doctor)
-    hostload.py      how much of the host's CPU other work used while we measured (benchmarks/host_noise.py's probe)
+    neighbour_probe.py  how much of the host's CPU other work used while we measured (benchmarks/host_noise.py's)
     inputs.py        the inputs of a cell (model, runtime, server, serving options, load generator), fingerprinted
     duet.py          two servers measured at once on the same cores: pairs of simultaneous load points
     interleaved.py   a change's size alone: each side by itself, in a random order each round
@@ -25,7 +25,7 @@
 from tasks.core.faces import lazy_exports
 
 EXPORTS = {"measure_session": "session", "check_served_outputs": "served_check", "engine_speed": "engine_speed",
-           "NeighbourProbe": "hostload", "HostStateProbe": "hoststate", "check_host": "hostcheck",
+           "NeighbourProbe": "neighbour_probe", "HostStateProbe": "hoststate", "check_host": "hostcheck",
            "cell_inputs": "inputs", "input_changes": "inputs", "measure_duet": "duet",
            "probe_capabilities": "capabilities"}
 __all__ = sorted(EXPORTS)

@@ -66,6 +66,15 @@ class SessionContext:
     artifact: Artifact
     spec: ModelSpec
     clock: NightClock | None = None  # the night's measuring deadline (tasks/plan/night.py); None: no budget
+    position: dict = field(default_factory=dict)  # {"cell", "cells"}: where the server life is, for progress lines
+
+    def left(self) -> str:
+        """"cell 3 of 12 of the session": what the progress lines say is left."""
+        cell, cells = self.position.get("cell"), self.position.get("cells")
+        return f"cell {cell} of {cells} of the session" if cell and cells else ""
+
+    def night_end_s(self) -> float | None:
+        return self.clock.end_s if self.clock is not None else None
 
     def load_settings(self, cell: Cell, mode: str | None = None, load: float | None = None) -> LoadSettings:
         """The load point of `cell` (at `mode` and `load` when given: a sweep's first point) under the run's

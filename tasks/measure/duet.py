@@ -15,7 +15,7 @@ the measured window) and, under `host`, the host's state over the whole pair (`p
 tasks/measure/hoststate.py: the other side's server counts as ours; `tasks.validate.outcome.pair_host_flag` tells a
 pair whose sides saw different ones).
 
-This is the one place two servers run at once on a host, by design. Nothing here judges: tasks/regress/duet.py
+This is the one place two servers run at once on a host, by design. Nothing here judges: tasks/regress/duet_verdict.py
 reads the pairs.
 """
 
@@ -31,10 +31,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tasks.convert.artifact import Artifact
+from tasks.core import progress
 from tasks.core.spec import ModelSpec
+from tasks.loadgen.coordinator import PointHooks, StartRendezvous, run_load_point
 from tasks.loadgen.measurement import server_cpu
 from tasks.loadgen.resources import sampler_for
-from tasks.loadgen.run import PointHooks, StartRendezvous, run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.hoststate import HostStateProbe
 from tasks.measure.point import observe_health
@@ -220,6 +221,14 @@ def start_lives(order: list[DuetSide], settings: DuetSettings, result: DuetResul
     return lives
 
 
+def pair_figure(pair: DuetPair, sides: list[DuetSide]) -> str:
+    """"throughput 101.2 / 99.8 req/s (candidate / reference)": a pair's key figure, for progress lines."""
+    figures = [pair.sides.get(side.label, {}).get("throughput_rps") for side in sides[::-1]]
+    if any(not isinstance(f, (int, float)) for f in figures):
+        return ""
+    return f"throughput {figures[0]:.1f} / {figures[1]:.1f} req/s ({sides[1].label} / {sides[0].label})"
+
+
 def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSettings,
                  decided: Callable[[int, list[DuetPair]], bool] | None = None) -> DuetResult:
     """Both sides served at once on the same CPUs; at each load point, pairs of simultaneous load points until
@@ -237,6 +246,7 @@ def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSetting
                 mine: list[DuetPair] = []
                 for index in range(settings.first_index, settings.first_index + settings.max_pairs):
                     order = sides if index % 2 == 0 else sides[::-1]
+                    begin = time.monotonic()
                     with ExitStack() as stack:
                         lives = start_lives(order, settings, result, stack)
                         if not lives:
@@ -247,6 +257,9 @@ def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSetting
                         return result
                     mine.append(pair)
                     result.pairs.append(pair)
+                    progress.emit("pair", f"{settings.duet_id} pair {index}", pair_figure(pair, sides),
+                                  time.monotonic() - begin, f"pair {len(mine)} of at most {settings.max_pairs} at "
+                                                            f"load {load_index + 1} of {len(settings.loads)}")
                     if len(mine) >= settings.min_pairs and decided is not None and decided(load_index, mine):
                         stops.append(f"load {load_index}: decided after {len(mine)} pairs")
                         break

@@ -13,7 +13,7 @@ point at the cell's load, the server stopped; then the other side. The host's dr
 of a round alike, so the round's ratio cancels most of it, and the random order keeps "first in a round" from
 being shared by every round of one side. Rounds are added up to `rounds`, or until the next would pass `budget_s`
 (at least MIN_ROUNDS, so that an interval exists). Each side's figures are a duet side's (`_figures`) with the
-host's state over its own point (`host`). Nothing here judges: tasks/regress/size.py reads the rounds.
+host's state over its own point (`host`). Nothing here judges: tasks/regress/size_verdict.py reads the rounds.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tasks.core import progress
 from tasks.measure.duet import DuetResult, DuetSettings, DuetSide, run_pair, start_lives
 from tasks.serve.hostlock import host_lock
 
@@ -85,7 +86,7 @@ def measure_interleaved(reference: DuetSide, candidate: DuetSide, settings: Duet
                                           f"{result.round_s:.0f} s each")
                     break
                 order = round_order(seed, index, (reference.label, candidate.label))
-                figures = {}
+                figures, round_begin = {}, time.monotonic()
                 for label in order:
                     figures[label], error = _alone(sides[label], load_index, index, settings, lives_of, scratch)
                     if error:
@@ -93,6 +94,10 @@ def measure_interleaved(reference: DuetSide, candidate: DuetSide, settings: Duet
                         return result
                 result.rounds.append({"index": index, "order": order, "sides": figures})
                 result.round_s = (time.monotonic() - started) / len(result.rounds)
+                progress.emit("round", f"{settings.duet_id} size round {index}", "",
+                              time.monotonic() - round_begin, f"round {len(result.rounds)} of at most {rounds}, "
+                                              f"{max(0.0, budget_s - (time.monotonic() - started)):.0f} s of its "
+                                              "budget left")
             else:
                 result.stop_reason = f"{rounds} rounds (size_rounds)"
     except Exception as exc:  # noqa: BLE001 - a side that does not start: the record says why, the run goes on

@@ -71,7 +71,8 @@ def serve_life(ctx: SessionContext, options: ServingOptions, cid: str, values: d
             life = ServerLife(live, served, timeline, stack_inputs(ctx, server, options, live))
             life.profile = _profile(ctx, live, checks)
             profiles.append(life.profile)
-            for cell in cells:
+            for number, cell in enumerate(cells, 1):
+                ctx.position.update(cell=number, cells=len(cells))
                 late = ctx.clock.cut_cell(cell.cell_id) if ctx.clock is not None and session.role != "control" else None
                 if late:  # the night's measuring time is over for this cell: no row, a deferral
                     deferred.append(deferred_cell(cell, session.session_id, late))

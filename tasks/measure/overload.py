@@ -7,10 +7,11 @@ import json
 import time
 from dataclasses import replace
 
+from tasks.core import progress
 from tasks.loadgen.overload import phases_for
 from tasks.loadgen.settings import STABLE_WINDOWS
 from tasks.measure.context import ServerLife, SessionContext, not_measured
-from tasks.measure.point import SERVER_FAILED, life_row, run_point
+from tasks.measure.point import SERVER_FAILED, life_row, point_what, run_point
 from tasks.plan.cells import Cell
 from tasks.validate.outcome import describe_health, judge_host
 from tasks.validate.overload import OverloadSigns, class_reason, classify_overload
@@ -107,4 +108,9 @@ def measure_overload(ctx: SessionContext, life: ServerLife, cell: Cell, rows: li
     row.update(status=status, reason=reason[:4000] if reason else None)
     if life.profile is not None:
         life.profile.after_point(row, point.footprint_after)
+    goodput = row.get("goodput_pct")
+    figures_text = [f"goodput {goodput:.0f} %" if isinstance(goodput, (int, float)) else "",
+                    str(row.get("overload_class") or ""), status]
+    progress.emit("point", f"{point_what(row)} burst", ", ".join(f for f in figures_text if f),
+                  events["load_end"] - events["load_begin"], ctx.left(), ctx.night_end_s())
     return row

@@ -11,11 +11,12 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tasks.core import progress
+from tasks.loadgen.coordinator import PointHooks, run_load_point
 from tasks.loadgen.measurement import PERCENTILES, Measurement, server_cpu
 from tasks.loadgen.overload import OverloadFigures, OverloadPhases, summarize_overload
 from tasks.loadgen.recording import Recording
 from tasks.loadgen.resources import Footprint, read_footprint, sampler_for
-from tasks.loadgen.run import PointHooks, run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.bounds import bound_fields, lengthened_settings, should_lengthen
 from tasks.measure.context import ServerLife, SessionContext, base_row
@@ -81,7 +82,13 @@ def run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: LoadS
         probe = HostStateProbe(live.handle, ctx.budget.cpus, ctx.budget.generator_cpus)
         with sampler_for(live.handle) as sampler, probe:
             endpoint = load_endpoint(live, cell.protocol)
-            hooks = PointHooks(progress=lambda line: print(f"{cell.cell_id}: {line}", flush=True))
+            heartbeat = progress.Heartbeat(cell.cell_id, settings.warmup_s + settings.duration_s)
+
+            def window(line: str) -> None:  # each measured window; a heartbeat every 30 s of a long look
+                print(f"{cell.cell_id}: {line}", flush=True)
+                heartbeat.beat(line)
+
+            hooks = PointHooks(progress=window)
             measurement, recording = run_load_point(endpoint, ctx.spec, settings, workdir,
                                                     cpus=ctx.budget.generator_cpus,
                                                     server=LiveServerWindowReader(probe.server, live), hooks=hooks,
@@ -186,7 +193,10 @@ def measure_point(ctx: SessionContext, life: ServerLife, cell: Cell,
             and should_lengthen(point.fields, life.best_holding_rps)):
         point, outcome, row["lengthened"] = _lengthen(ctx, life, cell, point, outcome, events)
     events["load_end"] = time.time()
-    return _finish(life, row, point, outcome, events), point.measurement
+    done = _finish(life, row, point, outcome, events)
+    progress.emit("point", point_what(done), point_figure(done), events["load_end"] - events["load_begin"],
+                  ctx.left(), ctx.night_end_s())
+    return done, point.measurement
 
 
 def lengthen_point(ctx: SessionContext, life: ServerLife, cell: Cell, row: dict,
@@ -202,6 +212,22 @@ def lengthen_point(ctx: SessionContext, life: ServerLife, cell: Cell, row: dict,
     longer = {k: v for k, v in row.items() if k not in ("status", "reason")}
     longer["lengthened"] = True
     return _finish(life, longer, point, outcome, events), point.measurement
+
+
+def point_what(row: dict) -> str:
+    """"resnet50/onnx/triton concurrency 4 (binary)": a row's load point, for progress lines."""
+    load = row.get("load")
+    load = f"{load:g}" if isinstance(load, (int, float)) else str(load)
+    return f"{row.get('model')}/{row.get('format')}/{row.get('server')} {row.get('mode')} {load} ({row.get('wire')})"
+
+
+def point_figure(row: dict) -> str:
+    """"12.9 req/s, p99 82 ms (holds), ok": a row's key figures, for progress lines."""
+    rps, p99, verdict = row.get("throughput_rps"), row.get("latency_ms_p99"), row.get("p99_bound_verdict")
+    figures = [f"{rps:.1f} req/s" if isinstance(rps, (int, float)) else "",
+               (f"p99 {p99:.0f} ms" if isinstance(p99, (int, float)) else "")
+               + (f" ({verdict})" if verdict else ""), str(row.get("status"))]
+    return ", ".join(f for f in figures if f)
 
 
 def _finish(life: ServerLife, row: dict, point: PointRun, outcome: PointOutcome, events: dict) -> dict:
@@ -237,6 +263,10 @@ def _lengthen(ctx: SessionContext, life: ServerLife, cell: Cell, first: PointRun
     longer = run_point(ctx, life, cell, settings)
     outcome = _judge(life.live, longer, config)
     look["end"] = time.time()
+    progress.emit("look", f"{cell.cell_id}, {settings.duration_s:.0f} s",
+                  f"{longer.fields.get('latency_samples')} requests, p99 {longer.fields.get('p99_bound_verdict')} "
+                  f"(first look: {look['first_verdict']}), {outcome.status}", look["end"] - look["begin"],
+                  ctx.left(), ctx.night_end_s())
     clean = outcome.status == "ok" and _contention(longer, outcome, config) is None
     # a look that failed on its own requests (errors, timeouts: more than the server sustains for that long) is a
     # finding, as is a server that failed in it; only one that could not run, or was contended, does not count

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from tasks.convert import Artifact, local_artifact
+from tasks.core import progress
 from tasks.core.cost import cost_fields
 from tasks.core.errors import ServingEvalError
 from tasks.core.metadata import collect_host_metadata, host_name
@@ -63,6 +64,13 @@ def measure_session(session: Session, conversions: list[dict], run: dict, config
     for timeline in out.get("timelines") or [out["timeline"]]:
         timeline.update(task_begin=begin, task_end=time.time())
     out.setdefault("deferred", [])
+    rows, ids = out["rows"], run.get("session_ids") or []
+    figure = f"{sum(r.get('status') == 'ok' for r in rows)} of {len(rows)} rows ok" + (
+        f", {len(out['deferred'])} cells deferred by the night's clock" if out["deferred"] else "")
+    where = f"session {ids.index(session.session_id) + 1} of {len(ids)} in the plan" \
+        if session.session_id in ids else ""
+    progress.emit("session", session.session_id, figure, time.time() - begin, where,
+                  clock.end_s if clock is not None else None)
     return out
 
 

@@ -140,10 +140,10 @@ class RunConfig:
     fail_on_cell_failure: bool = True
     fail_on_regression: bool = False
     control_cell: str | None = "mlp/onnx/custom"  # model/format/server measured every night (tasks/plan/control.py)
-    duets: bool = True  # measure each cell whose inputs changed beside its reference's (tasks/regress/duets.py)
+    duets: bool = True  # measure each cell whose inputs changed beside its reference's (tasks/regress/night_duets.py)
     duet_min_pairs: int = 3  # a duet's first pairs at each of its load points, before it may stop as decided
     duet_max_pairs: int = 6  # ... and the most pairs it measures while still undecided
-    # a change a duet finds is sized alone (tasks/regress/sizing.py): at most this many interleaved solo rounds a
+    # a change a duet finds is sized alone (tasks/regress/size_rounds.py): at most this many interleaved solo rounds a
     # changed load point (0: not sized, the verdict says "size uncertain"), within size_budget_s of measuring time
     size_rounds: int = 12
     size_budget_s: float = 600.0

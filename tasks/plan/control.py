@@ -14,7 +14,7 @@ throughput is its capacity, which is what a slower host changes: 3-5 % night to 
 
 Its row is an ordinary result row. The regression check judges the environment on its history (its drift against
 its own baseline), and the night's duets start with its A/A duet, the duet's own noise on the host
-(tasks/regress/duets.py).
+(tasks/regress/night_duets.py).
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ from tasks.serve.servers import get_server
 ANSWERS_SHARE = 0.6
 RESERVE_SHARE = 0.35  # the regression work's reserve takes at most this share of the budget: the answers come first
 RUNTIME_BUILD_S = 60.0  # a runtime venv not in the cache, built before its first use (45-50 s each here with pip)
-AA_PAIRS = 4  # tonight's A/A duet of the control cell (tasks/regress/duets.py AA_PAIRS)
+AA_PAIRS = 4  # tonight's A/A duet of the control cell (tasks/regress/night_duets.py AA_PAIRS)
 
 
 def _deadline(night: dict, key: str) -> float | None:
@@ -101,6 +101,7 @@ class NightClock:
     deadline_s: float
     cell_s: dict[str, float]  # cell id -> its planned seconds
     session_s: dict[str, float]  # session id -> its own planned seconds (start-up, checks, stop)
+    end_s: float | None = None  # when the night is planned to end (epoch seconds): the progress lines say it
 
     @classmethod
     def of(cls, night: dict) -> NightClock | None:
@@ -108,8 +109,10 @@ class NightClock:
         deadline = measure_deadline(night)
         if deadline is None:
             return None
+        started, planned = night.get("started_at_s"), night.get("planned_s")
         return cls(deadline, {c: float(v.get("seconds") or 0.0) for c, v in (night.get("cells") or {}).items()},
-                   {s: float(v) for s, v in (night.get("sessions") or {}).items()})
+                   {s: float(v) for s, v in (night.get("sessions") or {}).items()},
+                   None if started is None or planned is None else float(started) + float(planned))
 
     def left_s(self, now: float | None = None) -> float:
         return self.deadline_s - (time.time() if now is None else now)

@@ -40,10 +40,10 @@ from pathlib import Path
 from tasks.core.metrics import bad_sign
 from tasks.core.verdicts import is_improvement, is_regression
 from tasks.measure.inputs import input_changes
-from tasks.regress.duet import DUET_METRICS, DuetThresholds, judge_pairs, log_ratios, pairs_to_rule_out
+from tasks.regress.duet_verdict import DUET_METRICS, DuetThresholds, judge_pairs, log_ratios, pairs_to_rule_out
 from tasks.regress.looks import Schedule, duet_schedule
 from tasks.regress.sides import Night, Steps, measure_pairs, runtime_folder_of, trusted_pairs
-from tasks.regress.size import UNCERTAIN
+from tasks.regress.size_verdict import UNCERTAIN
 from tasks.runtimes.venvs import folder_files
 
 MAX_PARTS = 6  # more parts than this are not taken apart (a duet each): the change is judged whole

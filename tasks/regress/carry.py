@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from tasks.core.results import SESSION_KEY
 from tasks.core.verdicts import is_not_settled
-from tasks.regress.sizing import POINT_FIELDS
+from tasks.regress.size_rounds import POINT_FIELDS
 
 WORK_PARTS = ("duet", "size", "attribution")
 

@@ -4,10 +4,10 @@ the control cell's history.
 Per ok cell tonight (tasks/regress/references.py): its reference is its newest earlier accepted night on the same
 comparison key and host. Nothing the stack depends on changed since: `no_change`, recorded once for the cell (a
 stack cannot regress without a change; only the host can). An input changed: one `pending` record per duet metric,
-settled by the night's duets (tasks/regress/duets.py) on the host that measured the cell. First night: no_history.
+settled by the night's duets (tasks/regress/night_duets.py) on the host that measured the cell. First night: no_history.
 
 The history comparison stays for what a duet cannot see, the environment (kernel, host, driver, noisy neighbours):
-the control cell's figures against its own baseline nights (tasks/regress/detect.py, Holm at ALPHA_NIGHT), each
+the control cell's figures against its own baseline nights (tasks/regress/history_check.py, Holm at ALPHA_NIGHT), each
 record of `kind` `environment` with the verdict `environment` when the control moved beyond its noise, never a
 stack's regression. Parity (deterministic) is compared with history: its largest earlier error on this host.
 
@@ -25,7 +25,8 @@ from tasks.plan.cells import Plan
 from tasks.plan.control import control_cell, control_row, control_summary, is_control_match
 from tasks.regress.annotations import apply_exclusions, list_acceptances, list_exclusions
 from tasks.regress.carry import carry_over
-from tasks.regress.detect import (
+from tasks.regress.duet_verdict import ALPHA_DUET, DUET_METRICS, DUET_THRESHOLD, NOISE_FLOOR
+from tasks.regress.history_check import (
     ALPHA_NIGHT,
     BASELINE_MAX_NIGHTS,
     MIN_HISTORY,
@@ -36,13 +37,12 @@ from tasks.regress.detect import (
     metric_value,
     verdict_pairs,
 )
-from tasks.regress.duet import ALPHA_DUET, DUET_METRICS, DUET_THRESHOLD, NOISE_FLOOR
-from tasks.regress.duets import count_verdicts, plan_aa, plan_duets
 from tasks.regress.looks import LAST_LOOK_SHARE, SIZE_LOOKS
 from tasks.regress.missing import MISSING, missing_records, night_of, previous_night
+from tasks.regress.night_duets import count_verdicts, plan_aa, plan_duets
 from tasks.regress.order import work_order
 from tasks.regress.references import Reference, find_references
-from tasks.regress.size import ALPHA_SIZE, SCOPE, SIZE_CONFIDENCE_PCT, SIZE_METRICS
+from tasks.regress.size_verdict import ALPHA_SIZE, SCOPE, SIZE_CONFIDENCE_PCT, SIZE_METRICS
 from tasks.store.history import list_manifests, read_parity_history, read_regressions, read_runs
 from tasks.store.s3 import S3Store
 

@@ -6,7 +6,7 @@ The noise of one row's figure is what the row itself published about its spread:
   beyond noise when |a - b| > NOISE_SIGMAS · sqrt((cv_a·a)² + (cv_b·b)²).
 - latency percentiles: their spread is not measured per window, so the throughput's `cv` stands in (same rule).
 Between two runs (not two stacks of one run) the regression check's minimum change per metric
-(`tasks.regress.detect.min_effect`) is also required: night-to-night drift below it is never called a change.
+(`tasks.regress.history_check.min_effect`) is also required: night-to-night drift below it is never called a change.
 A difference whose rows carry no spread at all is `None` (unknown), never silently "beyond noise".
 """
 
@@ -16,7 +16,7 @@ import math
 
 from tasks.core.metrics import HIGHER, METRICS, metrics_where, number
 from tasks.core.results import CELL_KEY, cell_key
-from tasks.regress.detect import min_effect
+from tasks.regress.history_check import min_effect
 
 NOISE_SIGMAS = 2.0
 COMPARED_METRICS = metrics_where("compared")

@@ -3,7 +3,7 @@
     order = work_order(groups, rows, plan)       # in the regression check; regressions.json `order`
 
 Tonight's A/A duet of the control cell goes before all of it (it sets the night's noise floor: tasks/regress/
-duets.py). Then the changed load points, each one's duet, then its size, then its attribution, before the next
+night_duets.py). Then the changed load points, each one's duet, then its size, then its attribution, before the next
 point's: round by round, one load point of each changed planned cell in a round, and in each round the cells the
 answers rest on (`answer_cells(plan.night)`, tasks/plan/night.py) before the others, in the plan's order. A sweep
 cell's rows are its points (tasks/plan/cells.py `rows_of`): its first is the one its answer rests on, its fastest ok
@@ -17,7 +17,7 @@ from tasks.core.confidence import row_verdict
 from tasks.core.metrics import number
 from tasks.plan.cells import Plan, rows_of
 from tasks.plan.night import answer_cells
-from tasks.regress.sizing import POINT_FIELDS
+from tasks.regress.size_rounds import POINT_FIELDS
 
 
 def _row_of(group: dict, point: dict, rows: list[dict]) -> dict:

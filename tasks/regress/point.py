@@ -3,23 +3,23 @@ it, and what the night's clock left for the next night.
 
     run_point(regressions, group, index, night)     # in the order of regressions.json `order` (tasks/regress/order.py)
 
-The point's records (one per duet metric) get the duet's finding at the look where it stopped (`duet_*`, the
-detector's, tasks/regress/duet.py), the size alone at the look where the rounds stopped (tasks/regress/sizing.py),
-their cause where several parts changed (tasks/regress/attribution.py), and `left` where the clock cut any of it;
-their verdicts are settled once the night's sizes are all read (tasks/regress/duets.py `settle_records`). The
-group's `work[<index>]` records what the work rests on, each part's looks, and whether it is done
-(tasks/regress/carry.py carries it to the next night).
+The point's records (one per duet metric) get the duet's finding at the look where it stopped (`duet_*`, the detector's,
+tasks/regress/duet_verdict.py), the size alone at the look where the rounds stopped (tasks/regress/size_rounds.py),
+their cause where several parts changed (tasks/regress/attribution.py), and `left` where the clock cut any of it; their
+verdicts are settled once the night's sizes are all read (tasks/regress/night_duets.py `settle_records`). The group's
+`work[<index>]` records what the work rests on, each part's looks, and whether it is done (tasks/regress/carry.py
+carries it to the next night).
 """
 
 from __future__ import annotations
 
 from tasks.regress.attribution import attribute_point
 from tasks.regress.carry import left_note, rests_on
-from tasks.regress.duet import DuetThresholds, decided, judge_pairs
+from tasks.regress.duet_verdict import DuetThresholds, decided, judge_pairs
 from tasks.regress.looks import Schedule, duet_schedule
 from tasks.regress.sides import Night, Steps, measure_pairs, trusted_pairs
-from tasks.regress.size import size_verdict, verdict_interval
-from tasks.regress.sizing import POINT_FIELDS, size_point
+from tasks.regress.size_rounds import POINT_FIELDS, size_point
+from tasks.regress.size_verdict import size_verdict, verdict_interval
 
 DUET_FIELDS = ("ratio", "ratio_ci", "change_pct", "p_value", "p_improvement", "threshold_pct", "verdict")
 
@@ -129,7 +129,7 @@ def run_point(regressions: dict, group: dict, index: int, night: Night) -> None:
 
 
 def settle_point(records: list[dict], detector_tests: int = 1) -> None:
-    """Each record's verdict from its duet's finding and its size alone (tasks/regress/size.py), and its reason:
+    """Each record's verdict from its duet's finding and its size alone (tasks/regress/size_verdict.py), and its reason:
     the duet's, the size's, the cause, what is left for the next night."""
     for record in records:
         if record.get("verdict") == "unconfirmed" and "duet_verdict" not in record:

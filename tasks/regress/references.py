@@ -11,7 +11,8 @@ Tonight's cell then is, against it:
     no_inputs    the reference was published before inputs were fingerprinted (schema 1.5): nothing to compare
     no_change    every input the stack depends on is the same: the stack cannot have regressed (a changed load
                  generator alone is reported, not judged)
-    changed      an input differs: a duet measures the reference's inputs beside tonight's (tasks/regress/duets.py)
+    changed      an input differs: a duet measures the reference's inputs beside tonight's
+(tasks/regress/night_duets.py)
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from tasks.core.paths import runtime_home
 from tasks.core.results import CELL_KEY, cell_key, is_overload
 from tasks.core.verdicts import NOT_SETTLED, REGRESSED
 from tasks.measure.inputs import input_changes, stack_changed
 from tasks.regress.annotations import is_excluded
-from tasks.regress.detect import comparison_key, verdict_pairs
+from tasks.regress.history_check import comparison_key, verdict_pairs
+from tasks.runtimes.venvs import files_sha256
+from tasks.store.runtimes import publish_runtime
+from tasks.store.s3 import S3Store
 
 
 @dataclass(frozen=True)
@@ -100,3 +105,18 @@ def find_references(rows: list[dict], history_rows: list[dict], earlier_records:
         state = "changed" if stack_changed(ref_inputs, now_inputs) else "no_change"
         found.append(Reference(row, reference, state, changes))
     return found
+
+
+def keep_runtimes(store: S3Store, rows: list[dict]) -> None:
+    """Keep in the store every runtime folder tonight's rows served with (once per content), so a later night can
+    serve this night's inputs again as its reference (tasks/store/runtimes.py)."""
+    seen = set()
+    for row in rows:
+        runtime = (row_inputs(row) or {}).get("runtime") or {}
+        name, sha = runtime.get("name"), runtime.get("files_sha256")
+        if not name or not sha or (name, sha) in seen:
+            continue
+        seen.add((name, sha))
+        folder = runtime_home(name)
+        if folder.is_dir() and files_sha256(folder) == sha:  # only what this checkout still has
+            publish_runtime(store, name, folder, sha)

@@ -1,6 +1,6 @@
 """The sides the regression check serves again tonight, built from inputs records (tasks/measure/inputs.py), and the
-settings they are measured under: one place for the night's duets (tasks/regress/duets.py), the sizes measured
-alone (tasks/regress/sizing.py) and the hybrids of one changed part (tasks/regress/attribution.py).
+settings they are measured under: one place for the night's duets (tasks/regress/night_duets.py), the sizes measured
+alone (tasks/regress/size_rounds.py) and the hybrids of one changed part (tasks/regress/attribution.py).
 
     settings, reference, candidate = build_sides(group, night)     # a group's points, or a sub-group of one
     steps = measure_pairs(group, index, night, schedule, settled)   # one point's pairs, look by look (`step`)
@@ -33,9 +33,9 @@ from tasks.loadgen.settings import LoadSettings
 from tasks.measure.duet import DuetSettings, DuetSide, measure_duet
 from tasks.measure.interleaved import measure_interleaved
 from tasks.regress.clock import WorkClock, first_pair_s, first_round_s
-from tasks.regress.duet import DuetThresholds
+from tasks.regress.duet_verdict import DuetThresholds
 from tasks.regress.looks import Schedule
-from tasks.regress.size import trusted_rounds
+from tasks.regress.size_verdict import trusted_rounds
 from tasks.runtimes.venvs import files_sha256
 from tasks.serve.budget import plan_budget
 from tasks.serve.launchers import get_launcher

@@ -2,6 +2,8 @@
 the night's message and each stack's record over the nights.
 
     page.py            report.html: one self-contained page, rendered from the run's published files
+    progress_lines.py  what each pipeline step's progress line says when it ends (its key figure)
+    lead.py            what the night found, first: the report's first paragraph and the commands' first lines
     templating.py      the Jinja2 environment: templates/*.html (markup and prose), autoescaped
     templates/         the report's templates and stylesheets
     formatting.py      how a value is written: escaped, a figure, a metric's label and unit, a load point

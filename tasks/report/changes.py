@@ -6,7 +6,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from tasks.core.verdicts import duet_figures, is_not_settled, is_regression, size_alone
-from tasks.regress.size import SCOPE
+from tasks.regress.size_verdict import SCOPE
 from tasks.report.formatting import REASON_CHARS, cell_value, label, unit
 from tasks.report.plots import Series, line_chart
 from tasks.report.templating import render

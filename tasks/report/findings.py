@@ -41,9 +41,13 @@ class Finding:
     new: bool = True
 
     def line(self) -> str:
-        """"NEW regression mlp/onnx/custom concurrency 1 (kserve_v2_rest): throughput -23.4 % [-30.1, -16.0] ..."."""
+        """"NEW regression: mlp/onnx/custom concurrency 1 (kserve_v2_rest): throughput -23.4 % [-30.1, -16.0] ..."."""
         head = "NEW" if self.new else f"OPEN since {str(self.since)[:10]}"
-        text = f"{head} {self.kind.replace('_', ' ')}: {self.where}"
+        return f"{head} {self.text()}"
+
+    def text(self) -> str:
+        """The line without whether it is new: "regression: mlp/onnx/custom ...: throughput -23.4 % ..."."""
+        text = f"{self.kind.replace('_', ' ')}: {self.where}"
         if self.metric:
             text += f": {self.metric}"
         if self.size:

@@ -80,7 +80,7 @@ def label(metric: str) -> str:
 
 def load_text(mode: object, load: object) -> str:
     """A load point: "concurrency 4", "rate 500"."""
-    value = number(load)
+    value, mode = number(load), mode or "load"  # records older than their mode say only the load
     return f"{mode} {value:g}" if value is not None else str(mode)
 
 

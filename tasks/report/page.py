@@ -5,7 +5,9 @@ and provenance), at publish time and by `rebuild_report` from the store, through
 rebuilt page is byte-identical. No timestamp of the rendering, no unordered iteration, plots as inline SVG
 (`tasks.report.plots`), no script, font or stylesheet from anywhere.
 
-The page is `templates/report.html` filled with its sections, each a module that decides and computes
+The page is `templates/report.html`: first what the night found (`lead.py`: regressions with their size and cause,
+what is not settled, failed, contended, missing cells; or "no change found"), its budget line, its status; then its
+sections, each a module that decides and computes
 (numbers, classes, which words) and a template that writes it: the recommendation (`recommendation.py`), per model
 the plots, costs and table of rows over each stack's best wire (`models.py`, `wires.py`), overload
 (`overload.py`), the serving configurations and engines (`configs.py`), the wires, how each stack lives
@@ -30,6 +32,7 @@ from tasks.report.configs import configurations_section, engine_section, headlin
 from tasks.report.contention import contention_summary
 from tasks.report.coverage import aged, budget_line, coverage_section
 from tasks.report.features import features_section
+from tasks.report.lead import night_lead
 from tasks.report.lifecycle import lifecycle_section
 from tasks.report.models import model_section
 from tasks.report.overload import overload_section
@@ -122,7 +125,7 @@ def render_report(published: PublishedRun) -> str:
         rows=len(rows), counts={s: sum(r.get("status") == s for r in rows) for s in STATUSES},
         validated=bool(published.validation.get("success")), cpu_model=host.get("cpu_model"),
         cpu_count=host.get("cpu_count"), gpu_name=host.get("gpu_name"), contention=contention_summary(rows),
-        budget=budget_line(published.night),
+        lead=night_lead(rows, published.regressions, published.validation), budget=budget_line(published.night),
         contents=_contents(models, any(is_overload(r) for r in headline), bool(published.record),
                            bool(published.night)), sections=sections,
         style=stylesheet("report.css")))

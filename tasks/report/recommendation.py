@@ -154,7 +154,7 @@ def _answer_view(record: dict) -> dict:
 def recommendation_section(rows: list[dict], p99_bound_ms: float | None = None,
                            between_sessions: float | None = None) -> Markup:
     """The section: its table of answers (the explanation after it: the first screen shows the answers);
-    `between_sessions`: the night's A/A duet's spread of a throughput log ratio (tasks/regress/duet.py)."""
+    `between_sessions`: the night's A/A duet's spread of a throughput log ratio (tasks/regress/duet_verdict.py)."""
     records = group_by_answer(recommend(rows, bounds_for(p99_bound_ms), between_sessions))
     run_bound = None if number(p99_bound_ms) is None else f"{p99_bound_ms:,g}"
     confidence = next((number(r.get("p99_bound_confidence_pct")) for r in rows

@@ -251,7 +251,7 @@ def resolve(ref: str, runtime: str, client=None, log=print) -> ImageRef:
 
 def remove_stale(client=None, keep: set[str] | None = None, log=print, keep_ids: set[str] | None = None) -> list[str]:
     """Remove project images (serving-eval/*) whose tag is not current (`keep`: the current tags), but never one
-    whose id is in `keep_ids` (what a regression reference still runs on, tasks/regress/duets.py)."""
+    whose id is in `keep_ids` (what a regression reference still runs on, tasks/regress/night_duets.py)."""
     client = client or docker_client()
     removed = []
     for image in client.images.list(filters={"label": LABEL_RUNTIME}):

@@ -28,14 +28,14 @@ def publish(conn, bucket: str, run_id: str, day: int, rps: dict[str, float], ver
                                 "protocol")} | {"cell_id": f"mlp.onnx.{r['server']}.c2"} for r in rows]
     run_dir = tmp_path / run_id
     (run_dir / "logs").mkdir(parents=True)
-    started = {"config": fast_conf(bucket, servers=sorted(rps)), "conversions": [{"model": "mlp", "format": "onnx"}],
+    planned = {"config": fast_conf(bucket, servers=sorted(rps)), "conversions": [{"model": "mlp", "format": "onnx"}],
                "sessions": [{"session_id": c["cell_id"], "cells": [c]} for c in cells],
                "run": {"run_id": run_id, "logical_date": date, "run_dir": str(run_dir), "host": HOST,
                        "code": {"pipeline_version": "0.1.0", "git_sha": "abc"}}}
     flagged = [{"model": "mlp", "format": "onnx", "server": "triton", "load": 2.0, "metric": "throughput_rps",
                 "unit": "req/s", "baseline": 1.0, "current": 0.5, "change_pct": -50.0, "method": "noise_band",
                 "history_n": 3, "verdict": "regression"}] * regressions
-    return publish_step(started, {"rows": rows, "timelines": []}, [], {"success": True, "failed_expectations": []},
+    return publish_step(planned, {"rows": rows, "timelines": []}, [], {"success": True, "failed_expectations": []},
                         conn, {"records": flagged})
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.core.confidence import BoundRule
-from tasks.loadgen.run import run_load_point
+from tasks.loadgen.coordinator import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tests.fake_server import fake_server
 

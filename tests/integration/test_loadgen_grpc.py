@@ -33,8 +33,8 @@ def triton_grpc(mlp_onnx, mlp_spec, tmp_path_factory):
 @pytest.mark.integration
 def test_triton_grpc_closed_and_open_loop_counts_agree_with_server(triton_grpc, mlp_spec, tmp_path):
     """Expected request counts over gRPC, and Triton's nv_inference_request_success within 2% of the client's."""
+    from tasks.loadgen.coordinator import run_load_point
     from tasks.loadgen.recording import Recording
-    from tasks.loadgen.run import run_load_point
     from tasks.loadgen.settings import LoadSettings
     from tasks.measure.hoststate import ServerReader
     from tasks.measure.window_reader import LiveServerWindowReader
@@ -58,7 +58,7 @@ def test_triton_grpc_unknown_model_counts_not_found_as_errors(triton_grpc, mlp_s
     """Every call to a model Triton does not have fails with NOT_FOUND: counted by kind, no latency figures."""
     from dataclasses import replace
 
-    from tasks.loadgen.run import run_load_point
+    from tasks.loadgen.coordinator import run_load_point
     from tasks.loadgen.settings import LoadSettings
 
     _, _, endpoint = triton_grpc

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tasks.loadgen.coordinator import PointHooks, run_load_point
 from tasks.loadgen.measurement import GENERATOR_SATURATED_MIN_LATE, latencies_ms
 from tasks.loadgen.recording import Recording
-from tasks.loadgen.run import PointHooks, run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.hoststate import ServerReader
 from tasks.measure.window_reader import LiveServerWindowReader
@@ -36,7 +36,7 @@ def _check_counts(measurement, settings: LoadSettings) -> None:
     else:
         expected = settings.load * settings.duration_s
         if settings.arrival == "poisson":  # the seeded schedule fixes the count; it varies ~sqrt(n) around rate x s
-            from tasks.loadgen.engine import arrival_schedule_ns
+            from tasks.loadgen.http_engine import arrival_schedule_ns
 
             offsets = arrival_schedule_ns(settings)
             assert measurement.requests == int((offsets >= settings.warmup_s * 1e9).sum())
@@ -109,9 +109,9 @@ def test_open_loop_paced_by_the_event_loops_timers(mlp_spec, monkeypatch):
     import asyncio
     import json
 
-    from tasks.loadgen import engine, pacer
+    from tasks.loadgen import http_engine, pacer
     from tasks.loadgen.measurement import summarize
-    from tasks.loadgen.run import make_codec
+    from tasks.loadgen.worker import WorkerJob, make_codec
 
     used = []
 
@@ -119,12 +119,13 @@ def test_open_loop_paced_by_the_event_loops_timers(mlp_spec, monkeypatch):
         used.append(pacer.LoopTimerPacer(asyncio.get_running_loop(), callback))
         return used[-1]
 
-    monkeypatch.setattr(engine, "make_pacer", loop_timers)
+    monkeypatch.setattr(http_engine, "make_pacer", loop_timers)
     settings = LoadSettings(mode="rate", load=400, duration_s=1.0, warmup_s=0.25, window_s=0.5)
     with fake_server() as endpoint:
-        job = {"protocol": endpoint.protocol, "host": endpoint.host, "port": endpoint.port,
-               "model_name": endpoint.model_name, "spec": json.loads(mlp_spec.to_json())}
-        recording = asyncio.run(engine.open_loop(endpoint.host, endpoint.port, make_codec(job, settings), settings))
+        job = WorkerJob(endpoint.host, endpoint.port, endpoint.model_name, endpoint.protocol,
+                        json.loads(mlp_spec.to_json()), settings.to_dict())
+        codec = make_codec(job, settings)
+        recording = asyncio.run(http_engine.open_loop(endpoint.host, endpoint.port, codec, settings))
     assert len(used) == 1
     _check_counts(summarize(recording, settings, "scheduled"), settings)
 
@@ -160,7 +161,7 @@ def test_triton_server_side_count_agrees_with_client(mlp_onnx, mlp_spec, log_dir
 
 
 def test_workers_start_from_any_working_directory(tmp_path, mlp_spec, monkeypatch):
-    """The generator's worker processes run `python -m tasks.loadgen.run`: from a folder outside the repository
+    """The generator's worker processes run `python -m tasks.loadgen.worker`: from a folder outside the repository
     (and with no PYTHONPATH) they must still import it. On the old code this failed with "not ready within 60 s"."""
     progress: list[str] = []
     settings = LoadSettings(mode="concurrency", load=2, duration_s=1.0, warmup_s=0.2, window_s=0.5)
@@ -177,7 +178,7 @@ def test_every_window_line_is_reported_before_the_load_point_returns(tmp_path, m
     """The workers' window lines are read by threads; a worker can exit with its last line still unread. Each
     line is held back 0.3 s here (a busy parent), so without waiting for the readers the last windows' lines
     would arrive after `run_load_point` returned, and a task's log would lack them."""
-    from tasks.loadgen import run as run_module
+    from tasks.loadgen import coordinator as run_module
 
     original = run_module.WindowProgress.add
 
@@ -199,14 +200,14 @@ def test_every_measured_window_is_reported_even_when_its_timer_has_not_fired(mon
     (they are switched off): every window must still be reported, once, when the load point ends."""
     import asyncio
 
-    from tasks.loadgen import engine
+    from tasks.loadgen import http_engine
     from tasks.loadgen.protocols.http_get import HttpGet
 
-    monkeypatch.setattr(engine._Driver, "_schedule_report", lambda self, k: None)
+    monkeypatch.setattr(http_engine._Driver, "_schedule_report", lambda self, k: None)
     reports: list[dict] = []
     settings = LoadSettings(mode="concurrency", load=1, duration_s=0.5, warmup_s=0.25, window_s=0.25)
     with fake_server() as endpoint:  # any path but /infer answers 200
         codec = HttpGet(endpoint.host, endpoint.port, "v2/health/ready", {}, {})
-        asyncio.run(engine.closed_loop(endpoint.host, endpoint.port, codec, settings, on_window=reports.append))
+        asyncio.run(http_engine.closed_loop(endpoint.host, endpoint.port, codec, settings, on_window=reports.append))
     assert [r["window"] for r in reports] == [1, 2]
     assert all(r["ok"] > 0 and r["errors"] == 0 for r in reports)

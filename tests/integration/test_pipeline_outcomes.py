@@ -32,8 +32,8 @@ def test_a_validation_failure_publishes_the_evidence_then_fails(s3_env, bucket, 
 
     real_collect = tasks.pipeline.collect_results
 
-    def collect_with_a_bad_row(started, outputs):
-        collected = real_collect(started, outputs)
+    def collect_with_a_bad_row(planned, outputs):
+        collected = real_collect(planned, outputs)
         collected["rows"][0]["latency_ms_p50"] = collected["rows"][0]["latency_ms_p99"] + 5.0  # p50 > p99
         return collected
 

@@ -11,19 +11,23 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from benchmarks.duet_nights import MLP_SPEC
+from tasks.core import progress
 from tasks.core.metadata import collect_host_metadata
+from tasks.core.metrics import METRICS
 from tasks.core.results import SCHEMA_VERSION, to_frame, to_parquet_bytes
 from tasks.core.verdicts import REGRESSED, is_not_settled
 from tasks.pipeline import run_pipeline
 from tasks.plan.cells import make_plan
 from tasks.plan.config import RunConfig
 from tasks.regress.check import judge_run
+from tasks.report.lead import published_lines
 from tasks.store.publish import publish_run
 from tasks.store.s3 import S3Store
 from tests.dagrun import REPO, fast_conf, read_json_object, read_run
@@ -180,6 +184,7 @@ def duet_nights(embedded_s3, tmp_path_factory):
         return summary, published[i]
 
     run_night.published = published
+    run_night.store = store
 
     try:
         run_night(0, 256, 0)
@@ -227,17 +232,17 @@ def test_the_same_model_in_a_file_with_another_hash_is_no_regression(duet_nights
 def alone_in_turns(group: dict, store: S3Store | None, rounds: int = 10) -> dict:
     """This test's own ruler of a duet group's change in server CPU per request: in each round each side alone on a
     fresh server, in a random order, through the serving and load functions directly (not tasks/measure/
-    interleaved.py); the size over the rounds with its interval, as tasks/regress/size.py reads rounds. Fresh, as
-    the pipeline's are: servers kept warm across rounds read a smaller change (docs/regressions.md)."""
+    interleaved.py); the size over the rounds with its interval, as tasks/regress/size_verdict.py reads rounds. Fresh,
+    as the pipeline's are: servers kept warm across rounds read a smaller change (docs/regressions.md)."""
     import random
 
+    from tasks.loadgen.coordinator import run_load_point
     from tasks.loadgen.measurement import server_cpu
-    from tasks.loadgen.run import run_load_point
     from tasks.loadgen.settings import LoadSettings
     from tasks.measure.hoststate import ServerReader
     from tasks.measure.window_reader import LiveServerWindowReader
     from tasks.regress.sides import side_from_inputs
-    from tasks.regress.size import size_metric
+    from tasks.regress.size_verdict import size_metric
     from tasks.serve.budget import plan_budget
     from tasks.serve.launchers.process import ProcessLauncher
     from tasks.serve.session import SessionSettings, server_session
@@ -269,7 +274,8 @@ def test_a_known_slower_model_is_a_regression_naming_the_changed_input_sized_alo
     # The hidden layer 4 times as wide, the same inputs and outputs: about +50 % CPU per request here. The size gets
     # the default 12 rounds: on a noisy host 8 rounds' interval can reach below the 5 % minimum effect. A wider step
     # is no cure: warm servers read smaller changes than fresh ones, by more on wider steps (docs/regressions.md).
-    summary, regressions = duet_nights(3, 1024, 0)
+    with progress.listening() as events:
+        summary, regressions = duet_nights(3, 1024, 0)
     records = {r["metric"]: r for r in regressions["records"] if r.get("kind") == "duet"}
     cpu = records["server_cpu_us_per_request"]
     print("the record:", json.dumps({k: v for k, v in cpu.items() if k != "attribution"}))  # shown on failure
@@ -290,6 +296,24 @@ def test_a_known_slower_model_is_a_regression_naming_the_changed_input_sized_alo
     assert records["throughput_rps"]["verdict"] == "regression" and records["throughput_rps"]["change_pct"] < 0
     assert any(r["metric"] == "server_cpu_us_per_request" and r["verdict"] == "regression"
                for r in summary["regressions"])
+    # a progress line as each stage, session, point, pair and round ended (looks: tests/unit/measure/test_point.py)
+    kinds = Counter(e.kind for e in events)
+    stages = [e.what for e in events if e.kind == "stage"]
+    assert stages[0] == "plan" and stages[-1] == "publishing", stages
+    assert {"conversion", "measuring collected", "validation", "regression check", "regression work"} <= set(stages)
+    assert kinds["session"] >= 1 and kinds["point"] >= kinds["session"], kinds
+    aa_pairs = len(regressions["aa"]["measured"]["pairs"])
+    assert kinds["pair"] >= aa_pairs + cpu["duet"]["pairs"] and kinds["round"] >= cpu["size"]["rounds"] >= 2, kinds
+    # the terminal's first lines and the report's first paragraph name it, before the recommendation
+    store = duet_nights.store
+    manifest = next(store.get_json(k) for k in store.list_keys("eval/runs/") if "run=duet-night3/manifest" in k)
+    named, label = "regression: duet-mlp/onnx/custom concurrency 2", METRICS["throughput_rps"].label
+    lines = published_lines(store, manifest)
+    assert "regression" in lines[0] and any(line.strip().startswith(named) and label in line for line in lines), lines
+    report = next(o["key"] for o in manifest["objects"] if o["name"] == "report.html")
+    page = store.get(report).decode()
+    lead = page[page.index("<p class=lead>"):page.index("<h2 id=recommendation>")]
+    assert named in lead and label in lead, lead[:2000]
     # Both rulers are samples of the same size: each has its noise, so the check is that the two intervals meet
     # (this one's 95 %, the pipeline's at its look's 98.75 %: a false alarm under 0.6 % of the time for intervals of
     # like widths), not that one's mean falls inside

@@ -65,11 +65,11 @@ def publish(conn, bucket: str, tmp_path, run_id: str, logical_date: str, n: int)
                                 "protocol")} | {"cell_id": f"mlp.onnx.custom.c{r['load']:g}"} for r in rows]
     run_dir = tmp_path / safe_run_id(run_id)
     (run_dir / "logs").mkdir(parents=True)
-    started = {"config": fast_conf(bucket), "conversions": [{"model": "mlp", "format": "onnx"}],
+    planned = {"config": fast_conf(bucket), "conversions": [{"model": "mlp", "format": "onnx"}],
                "sessions": [{"session_id": c["cell_id"], "cells": [c]} for c in cells],
                "run": {"run_id": run_id, "logical_date": logical_date, "run_dir": str(run_dir), "host": HOST,
                        "code": {"pipeline_version": "0.1.0", "git_sha": "abc"}}}
-    return publish_step(started, {"rows": rows, "timelines": []}, [], {"success": True, "failed_expectations": []},
+    return publish_step(planned, {"rows": rows, "timelines": []}, [], {"success": True, "failed_expectations": []},
                         conn, {"records": []})
 
 

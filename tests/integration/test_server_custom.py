@@ -71,7 +71,7 @@ def test_two_workers_answer_keep_alive_requests_on_one_connection(mlp_onnx, mlp_
 
     from tasks.core.spec import make_inputs
     from tasks.loadgen.protocols import get_codec
-    from tasks.loadgen.run import output_shapes
+    from tasks.loadgen.worker import output_shapes
     from tasks.serve.launchers.process import ProcessLauncher
     from tasks.serve.session import SessionSettings, server_session
     from tests.helpers import split_request

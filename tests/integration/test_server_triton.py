@@ -72,7 +72,7 @@ def python_envs() -> set[str]:
 
 def _http_infer(live, spec, batch_size: int) -> dict[str, np.ndarray]:
     from tasks.loadgen.protocols import get_codec
-    from tasks.loadgen.run import output_shapes
+    from tasks.loadgen.worker import output_shapes
 
     codec = get_codec("kserve_v2_rest")(live.endpoint.host, live.endpoint.port, live.endpoint.model_name,
                                         make_inputs(spec, batch_size), output_shapes(spec, batch_size))
@@ -102,7 +102,7 @@ def _grpc_infer(live, spec, batch_size: int) -> dict[str, np.ndarray]:
 def _concurrent_requests(live, spec) -> int:
     """CONCURRENCY threads send single-row HTTP requests for CONCURRENT_S; returns how many were answered OK."""
     from tasks.loadgen.protocols import get_codec
-    from tasks.loadgen.run import output_shapes
+    from tasks.loadgen.worker import output_shapes
 
     codec = get_codec("kserve_v2_rest")(live.endpoint.host, live.endpoint.port, live.endpoint.model_name,
                                         make_inputs(spec, 1), output_shapes(spec, 1))

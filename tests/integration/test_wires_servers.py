@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tasks.loadgen.run import run_load_point
+from tasks.loadgen.coordinator import run_load_point
 from tasks.loadgen.settings import LoadSettings
 from tasks.measure.hoststate import ServerReader
 from tasks.measure.lifecycle import LIFECYCLE_COLUMNS

@@ -23,15 +23,15 @@ def conf(bucket: str, **overrides) -> dict:
 
 
 def measure_one_session(params: dict, conn, run_id: str) -> tuple[dict, dict]:
-    """(session output, started) of the run's first session, measured in this process like the DAG's task."""
+    """(session output, planned) of the run's first session, measured in this process like the DAG's task."""
     from tasks.measure.session import measure_session
     from tasks.pipeline import run_plan
 
-    started = start_run(params, run_id=run_id, logical_date="2026-11-30T02:00:00+00:00", conn=conn)
+    planned = start_run(params, run_id=run_id, logical_date="2026-11-30T02:00:00+00:00", conn=conn)
     try:
-        plan = run_plan(started)
+        plan = run_plan(planned)
         converted = [convert_step(c, log=lambda _: None) for c in plan.conversions]
-        return measure_session(plan.sessions[0], converted, started["run"], plan.config), started
+        return measure_session(plan.sessions[0], converted, planned["run"], plan.config), planned
     finally:
         sweep_leftovers(run_id)
         cleanup_run_dir(run_id)

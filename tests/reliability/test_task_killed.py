@@ -70,7 +70,8 @@ def _gone(handle: LaunchHandle) -> None:
     assert not psutil.pid_exists(handle.pid) or psutil.Process(handle.pid).status() == psutil.STATUS_ZOMBIE
     assert handle.run_id not in {h.run_id for h in recorded_handles()}
     assert not os.path.exists(handle.workdir)
-    loaders = [p for p in psutil.process_iter(["cmdline"]) if "tasks.loadgen.run" in " ".join(p.info["cmdline"] or [])
+    loaders = [p for p in psutil.process_iter(["cmdline"])
+               if "tasks.loadgen.worker" in " ".join(p.info["cmdline"] or [])
                and str(run_dir(handle.run_id)) in " ".join(p.info["cmdline"] or [])]
     assert loaders == [], "the killed task's load generator workers still run"
 

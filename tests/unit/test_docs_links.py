@@ -1,4 +1,6 @@
-"""The README and docs/*.md link only to what exists: every relative link's file, and its #anchor's heading. The code
+"""The README and docs/*.md link only to what exists: every relative link's file, and its #anchor's heading, and
+every name in a code span that names a path, a module file, a dotted name under `tasks.` or an UPPER_CASE
+constant (FOREIGN_CONSTANTS and GENERATED list the exceptions, each with its reason). The code
 cites the docs the same way (`docs/design.md#outcomes` in a docstring): every such citation resolves too, no file
 cites a design document outside the repository, and the README's documentation table lists every page.
 
@@ -218,3 +220,97 @@ def test_code_citation_pattern(tmp_path):
     text = "rules (docs/design.md#outcomes), the page docs/measuring.md, not docs/x.py#a"
     assert [m.groups() for m in DOC_CITATION.finditer(text)] == [("design.md", "outcomes"), ("measuring.md", None)]
     assert OUTSIDE_DESIGN.search("see DESIGN.md") and not OUTSIDE_DESIGN.search("docs/design.md")
+
+
+# --- names in code spans: what a page names must be there ---------------------------------------------------------
+
+TREE_ROOTS = ("tasks", "dags", "plugins", "benchmarks", "tests", "docs", "suites", "models", "docker", ".ci", "scripts",
+              "templates", "deploy")
+ROOTS = "|".join(re.escape(r) for r in TREE_ROOTS)
+PATH_SPAN = re.compile(rf"^(?:\./)?((?:{ROOTS})/[\w./-]*)$")
+FILE_SPAN = re.compile(r"^[\w-]+\.py$")  # a module named bare (a published object's name, `night.json`, is no file)
+DOTTED_SPAN = re.compile(r"^tasks(?:\.\w+)+$")
+CONSTANT_SPAN = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+CODE_FOR_NAMES = ("tasks", "dags", "plugins", "benchmarks", "tests", "docker", ".ci", "suites", "deploy")
+# UPPER_CASE names a page may give that no file of ours defines, each with its reason
+FOREIGN_CONSTANTS = {
+    "AWS_ACCESS_KEY_ID": "the AWS SDK's environment variable", "AWS_SECRET_ACCESS_KEY": "the AWS SDK's",
+    "AWS_DEFAULT_REGION": "the AWS SDK's", "AWS_ENDPOINT_URL": "the AWS SDK's",
+    "CUDA_VISIBLE_DEVICES": "CUDA's", "OMP_NUM_THREADS": "OpenMP's", "PYTHONPATH": "Python's",
+    "UPDATE_GOLDEN": "the golden-page tests' switch (an environment variable the tests read)",
+}
+# paths and files a page names that a command or a stack writes, not the repository
+GENERATED = {"docker/compose.env": "written by `python -m tasks.cli images compose-env`",
+             "service.py": "BentoML's service file, generated in the run's layout (docs/servers.md)"}
+# names written with placeholders or shell patterns: not one file or name
+PLACEHOLDER = re.compile(r"[<>*{}$]|\.\.\.")
+
+
+def code_spans(path: Path) -> list[tuple[int, str]]:
+    """(line number, content) of every inline code span outside fenced blocks."""
+    text = without_fences(path.read_text(encoding="utf-8"))
+    return [(text.count("\n", 0, m.start()) + 1, m.group(2).strip()) for m in CODE_SPAN.finditer(text)]
+
+
+def _code_text() -> str:
+    texts = []
+    for folder in CODE_FOR_NAMES:
+        root = REPO / folder
+        if root.is_dir():
+            texts += [p.read_text(encoding="utf-8", errors="replace") for p in root.rglob("*")
+                      if p.is_file() and p.suffix in (".py", ".yaml", ".yml", ".sh", ".txt", ".toml", "")
+                      and ".venv" not in p.parts and p != Path(__file__).resolve()]  # not this file's plants
+    texts += [(REPO / "Makefile").read_text(encoding="utf-8")]
+    return "\n".join(texts)
+
+
+def name_problem(span: str, code: str, names: set[str]) -> str | None:
+    """Why a name in a code span is not in the tree; None when it is, or when the span is not a name we check."""
+    if PLACEHOLDER.search(span) or " " in span or span in GENERATED:
+        return None
+    path = PATH_SPAN.match(span)
+    if path:
+        target = path.group(1).split("#")[0].split(":")[0]
+        return None if (REPO / target).exists() else f"{target} does not exist"
+    if FILE_SPAN.match(span):
+        return None if span in names else f"no file is named {span}"
+    if DOTTED_SPAN.match(span):
+        parts = span.split(".")
+        for cut in range(len(parts), 0, -1):
+            module = REPO.joinpath(*parts[:cut])
+            source = module.with_suffix(".py") if module.with_suffix(".py").is_file() else module / "__init__.py"
+            if source.is_file():
+                rest = parts[cut:]
+                if not rest:
+                    return None
+                defined = re.search(rf"^\s*(?:def|class|async def)\s+{rest[0]}\b|^\s*{rest[0]}\s*[:=]",
+                                    source.read_text(encoding="utf-8"), re.M)
+                return None if defined else f"{'.'.join(parts[:cut])} defines no {rest[0]}"
+        return f"no module {span}"
+    if CONSTANT_SPAN.match(span):
+        if span in FOREIGN_CONSTANTS or re.search(rf"\b{span}\b", code):
+            return None
+        return f"no file of ours names {span}"
+    return None
+
+
+def test_names_in_the_docs_are_in_the_tree():
+    code = _code_text()
+    names = {p.name for p in REPO.rglob("*") if p.is_file() and ".venv" not in p.parts and ".git" not in p.parts}
+    problems = [f"{doc.relative_to(REPO)}:{line}: `{span}`: {why}" for doc in DOC_FILES
+                for line, span in code_spans(doc) if (why := name_problem(span, code, names))]
+    assert not problems, "names in the docs that are not in the tree:\n" + "\n".join(problems)
+
+
+def test_a_planted_stale_name_fails(tmp_path):
+    code = "DEFINED_HERE = 1\n"
+    names = {"pipeline.py"}
+    assert name_problem("OLD_LAYOUT_READ_UNTIL", code, names) == "no file of ours names OLD_LAYOUT_READ_UNTIL"
+    assert name_problem("DEFINED_HERE", code, names) is None
+    assert name_problem("tests/test_layers.py", code, names) == "tests/test_layers.py does not exist"
+    assert name_problem("tests/unit/test_layers.py", code, names) is None
+    assert name_problem("tasks.pipeline.run_pipeline", code, names) is None
+    assert name_problem("tasks.pipeline.no_such_step", code, names) == "tasks.pipeline defines no no_such_step"
+    assert name_problem("tasks.regress.duets", code, names) == "tasks.regress defines no duets"
+    assert name_problem("hostload.py", code, names) == "no file is named hostload.py"
+    assert name_problem("docs/<page>.md", code, names) is None  # a placeholder

@@ -55,8 +55,8 @@ def test_a_sweep_cell_yields_one_row_per_point_with_unique_keys(monkeypatch):
                                                      ("concurrency", 4.0), ("concurrency", 8.0)]
     assert "throughput rose" in timeline["cells"][cell.cell_id]["sweep"]["stop_reason"]
     assert expected_rows(plan.sessions, rows) == 4
-    started = {"run": RUN, **plan.to_dict()}
-    collected = collect_results(started, [{"rows": rows, "timeline": {}}])
+    planned = {"run": RUN, **plan.to_dict()}
+    collected = collect_results(planned, [{"rows": rows, "timeline": {}}])
     assert len(collected["rows"]) == 4  # no spurious "session failed" row for the sweep's bound (64)
 
     config = RunConfig.from_params({"mode": "rate", "rates": [100], "rate_search": True, "p99_bound_ms": 10,
@@ -113,15 +113,15 @@ def test_a_work_folder_whose_results_wait_to_be_published_outlives_the_teardown(
     for folder in (done, waiting):
         (folder / "logs").mkdir(parents=True)
         (folder / "logs" / "session.log").write_text("server log")
-    started = {"run": {"run_id": "manual__2026-12-07T02:00", "run_dir": str(waiting)}, "config": {}}
+    planned = {"run": {"run_id": "manual__2026-12-07T02:00", "run_dir": str(waiting)}, "config": {}}
     collected = {"rows": [{"cell_id": "c", "throughput_rps": 1.5}], "timelines": [{"session_id": "s"}]}
-    keep_unpublished(started, collected, [{"model": "mlp"}], {"success": True}, {"records": []})
+    keep_unpublished(planned, collected, [{"model": "mlp"}], {"success": True}, {"records": []})
 
     assert cleanup_run_dir("published run") and not done.exists()
     assert not cleanup_run_dir("manual__2026-12-07T02:00")
     assert (waiting / "logs" / "session.log").read_text() == "server log"
     assert unpublished_runs() == ["manual__2026-12-07T02:00"]
     kept = read_unpublished("manual__2026-12-07T02:00")
-    assert (kept["started"], kept["collected"], kept["regressions"]) == (started, collected, {"records": []})
+    assert (kept["started"], kept["collected"], kept["regressions"]) == (planned, collected, {"records": []})
     with pytest.raises(ConfigError, match=r"run='published run'.*waiting: manual__2026-12-07T02:00"):
         read_unpublished("published run")

@@ -42,14 +42,14 @@ WITHOUT_UNIT_FILE = {
                            "tests/integration/test_pipeline_dag.py",
     "tasks.core.names": "safe run ids and refused names: tests/reliability/test_input_faults.py",
     "tasks.core.paths": "where things are, used throughout, e.g. tests/integration/test_convert.py",
-    "tasks.loadgen.window_reader": "an interface: its test double in tests/unit/loadgen/test_run.py, its live "
+    "tasks.loadgen.window_reader": "an interface: its test double in tests/unit/loadgen/test_coordinator.py, its live "
                                    "implementation in tests/unit/measure/test_window_reader.py",
     "tasks.loadgen.grpc_engine": "gRPC load against a real Triton: tests/integration/test_loadgen_grpc.py, "
                                  "tests/integration/test_wires_servers.py",
     "tasks.loadgen.protocols.base": "codec constants and base class, through every codec's unit file, "
                                     "e.g. tests/unit/loadgen/protocols/test_kserve_v2_binary.py",
     "tasks.loadgen.protocols.bentoml_json": "against a real BentoML: tests/integration/test_server_bentoml.py",
-    "tasks.loadgen.protocols.http_get": "the stand-in codec of tests/unit/loadgen/test_engine.py and "
+    "tasks.loadgen.protocols.http_get": "the stand-in codec of tests/unit/loadgen/test_http_engine.py and "
                                         "tests/integration/test_loadgen_servers.py",
     "tasks.loadgen.protocols.kserve_v2_rest": "against the custom service and Triton: "
                                               "tests/integration/test_loadgen_servers.py",

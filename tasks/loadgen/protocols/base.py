@@ -20,7 +20,7 @@ FULL_CHECK_EVERY = 64
 
 class Codec(ABC):
     name: ClassVar[str]
-    transport: ClassVar[str] = "http"  # the engine that carries it: "http" (engine.py) or "grpc" (grpc_engine.py)
+    transport: ClassVar[str] = "http"  # the engine that carries it: "http" (http_engine.py) or "grpc" (grpc_engine.py)
     grpc_method: ClassVar[str] = ""  # gRPC codecs: the unary method their message is sent on
     _large_seen = 0
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 import tasks.measure.point as point_module
+from tasks.core import progress
 from tasks.measure.hoststate import HostState
 from tasks.plan.cells import Cell
 from tasks.plan.config import RunConfig
@@ -44,7 +45,8 @@ def test_a_contended_point_is_measured_again_once_then_judged(monkeypatch, neigh
     monkeypatch.setattr(point_module, "run_point", fake_run_point)
     run = {"run_id": "r", "logical_date": "d", "started_at": "s", "schema_version": "1.5", "code": {}, "host": {}}
     ctx = SimpleNamespace(config=RunConfig(quiet_wait_s=0.0), run=run,
-                          budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)), clock=None)
+                          budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)), clock=None, left=lambda: "",
+                          night_end_s=lambda: None)
     live = SimpleNamespace(server=SimpleNamespace(name="custom"), server_version="1", startup_s=1.0,
                            runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
     life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None,
@@ -80,8 +82,12 @@ def test_an_undecided_point_that_could_be_the_best_is_measured_again_for_max_poi
         return point_module.PointRun(fields, measurement, None, state, ServerHealth(None, True))
 
     cell = Cell("mlp", "onnx", "custom", "process", "cpu", 1, "concurrency", 2.0)
-    row, life = _lengthening_point(monkeypatch, fake_run_point, cell, best_holding_rps)
+    with progress.listening() as events:
+        row, life = _lengthening_point(monkeypatch, fake_run_point, cell, best_holding_rps)
     assert row["lengthened"] is lengthened and row["status"] == "ok"
+    # a progress line for the look (when there was one) and one for the point, in that order
+    assert [e.kind for e in events] == (["look", "point"] if lengthened else ["point"])
+    assert events[-1].left == "cell 1 of 1 of the session" and "1000.0 req/s" in events[-1].figure
     if lengthened:
         assert settings_seen == [4.0, 30.0] and row["latency_samples"] == 500 and row["p99_bound_verdict"] == "holds"
         assert life.best_holding_rps == 1000.0  # the next point must beat it to be lengthened
@@ -117,7 +123,7 @@ def _lengthening_point(monkeypatch, fake_run_point, cell: Cell, best_holding_rps
                        max_point_s=30.0)
     ctx = SimpleNamespace(config=config, run=run, budget=SimpleNamespace(cpus=(1,), generator_cpus=(0,)),
                           load_settings=lambda cell: point_module.LoadSettings(duration_s=4.0, window_s=1.0),
-                          clock=clock)
+                          clock=clock, left=lambda: "cell 1 of 1 of the session", night_end_s=lambda: None)
     live = SimpleNamespace(server=SimpleNamespace(name="custom"), server_version="1", startup_s=1.0,
                            runtime_image="venv", runtime_image_kind="venv", restarts=0, handle=None)
     life = SimpleNamespace(live=live, served={}, timeline={"cells": {}}, inputs=None, profile=None,

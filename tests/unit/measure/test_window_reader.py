@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tasks.loadgen.run import server_probe
+from tasks.loadgen.coordinator import server_probe
 from tasks.measure.window_reader import LiveServerWindowReader
 
 

@@ -114,7 +114,7 @@ def test_the_dag_has_one_measuring_task_per_host_in_its_queue_and_pool():
 
 
 def test_merged_duets_take_each_record_from_the_host_that_settled_it():
-    from tasks.regress.duets import merge_duets
+    from tasks.regress.night_duets import merge_duets
 
     def rec(cell, verdict="pending"):
         return {"model": cell, "kind": "duet", "verdict": verdict}

@@ -21,10 +21,10 @@ from tasks.regress.attribution import (
     requirement_lines,
 )
 from tasks.regress.clock import WorkClock
-from tasks.regress.duet import DuetThresholds, decided
+from tasks.regress.duet_verdict import DuetThresholds, decided
 from tasks.regress.sides import Night
-from tests.recorded_duets import Replay, equal_pairs, started, trial
-from tests.unit.regress.test_duet import pairs_of
+from tests.recorded_duets import Replay, equal_pairs, planned, trial
+from tests.unit.regress.test_duet_verdict import pairs_of
 
 REFERENCE_REQUIREMENTS = "# the custom runtime\nonnxruntime==1.32.0\nfastapi==0.115.0  # the app\n"
 
@@ -204,7 +204,7 @@ def test_each_part_is_measured_at_the_point_look_by_look_and_the_record_names_th
              "candidate": {"inputs": candidate}}
     step, equal = trial("triton/onnx/light", "30")["pairs"], equal_pairs("custom/onnx/light")
     replay = Replay(pairs={"d.part0.0": step, "d.part1.0": equal})
-    run = started([])
+    run = planned([])
     night = Night(run, Plan.from_dict(run).config, None, THRESHOLDS, 4, measure=replay.measure, build=replay.build,
                   clock=WorkClock(None, replay.now))
     records = [{"metric": m, **point, "duet_verdict": "regression", "duet_ratio": 1.9, "verdict": "regression"}

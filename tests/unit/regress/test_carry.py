@@ -7,8 +7,8 @@ import json
 
 from tasks.plan.cells import Session
 from tasks.regress.carry import carry_over, left_note
-from tasks.regress.duets import run_duets
-from tests.recorded_duets import Replay, cell, changed_night, started, trial
+from tasks.regress.night_duets import run_duets
+from tests.recorded_duets import Replay, cell, changed_night, planned, trial
 
 CELL = cell(load=2.0)
 DUET_ID = "duet0.mlp.onnx.custom"
@@ -17,7 +17,7 @@ DUET_ID = "duet0.mlp.onnx.custom"
 def cut_night() -> dict:
     """A night whose deadline (150 s after its start) lets the duet's 6 pairs (10 s each) and 4 size rounds (20 s
     each) through, and cuts the rest of the size: published, as the next night reads it."""
-    run = started([Session("s0", "mlp", "onnx", "custom", (CELL,))],
+    run = planned([Session("s0", "mlp", "onnx", "custom", (CELL,))],
                   {"started_at_s": 1_000_000.0, "regress_end_s": 150.0}, run_id="night2")
     recorded = trial("custom/onnx/heavy", "5")
     replay = Replay(pairs={DUET_ID: recorded["pairs"]}, rounds={f"{DUET_ID}.size0": recorded["rounds"]})
@@ -29,7 +29,7 @@ def test_work_the_clock_cut_is_pooled_the_next_night_while_its_inputs_and_host_h
     earlier = cut_night()
     (work,) = earlier["duets"][0]["work"].values()
     assert not work["size"]["done"] and work["size"]["rounds"] == 4 and work["left"].startswith("left for the next")
-    run = started([Session("s0", "mlp", "onnx", "custom", (CELL,))], run_id="night3")
+    run = planned([Session("s0", "mlp", "onnx", "custom", (CELL,))], run_id="night3")
     (group,) = changed_night([CELL], run, {"night2": earlier})["duets"]
     carried = group["carried"]["0"]
     assert carried["from_run_id"] == "night2" and carried["work"] == work
@@ -39,7 +39,7 @@ def test_work_the_clock_cut_is_pooled_the_next_night_while_its_inputs_and_host_h
 
 def test_work_is_not_pooled_when_the_inputs_or_the_host_changed():
     earlier = {"night2": cut_night()}
-    run = started([Session("s0", "mlp", "onnx", "custom", (CELL,))], run_id="night3")
+    run = planned([Session("s0", "mlp", "onnx", "custom", (CELL,))], run_id="night3")
     (group,) = changed_night([CELL], run, earlier, candidate="c" * 64)["duets"]
     assert group["carried"]["0"]["refused"].startswith("the work of night2 on this point is not pooled: tonight's "
                                                        "inputs changed since")
@@ -53,7 +53,7 @@ def test_settled_work_is_not_carried():
     earlier["duets"][0]["work"]["0"]["left"] = None
     for record in earlier["records"]:
         record["verdict"] = "regression"
-    groups = changed_night([CELL], started([Session("s0", "mlp", "onnx", "custom", (CELL,))]), {})["duets"]
+    groups = changed_night([CELL], planned([Session("s0", "mlp", "onnx", "custom", (CELL,))]), {})["duets"]
     carry_over(groups, {"night2": earlier})
     assert "carried" not in groups[0]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tasks.plan.cells import Plan, Session
 from tasks.regress.order import work_order
-from tests.recorded_duets import cell, started
+from tests.recorded_duets import cell, planned
 
 FIELDS = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "protocol")
 
@@ -32,7 +32,7 @@ def test_answers_first_in_each_round_and_one_point_per_cell_before_a_second():
     sweep, triton, kserve = (cell("custom", 4.0, "concurrency-sweep"), cell("triton", 1.0), cell("kserve", 1.0))
     sessions = [Session("s0", "mlp", "onnx", "custom", (sweep,)), Session("s1", "mlp", "onnx", "triton", (triton,)),
                 Session("s2", "mlp", "onnx", "kserve", (kserve,))]
-    plan = Plan.from_dict(started(sessions, {"answer_cells": [sweep.cell_id, kserve.cell_id]}, p99_bound_ms=100.0))
+    plan = Plan.from_dict(planned(sessions, {"answer_cells": [sweep.cell_id, kserve.cell_id]}, p99_bound_ms=100.0))
     rows = [row(sweep, 1.0, 100.0), row(sweep, 2.0, 180.0), row(sweep, 4.0, 200.0, verdict="fails"),
             row(triton, 1.0, 90.0), row(kserve, 1.0, 80.0)]
     groups = [group("d0", sweep, [point(sweep, 1.0), point(sweep, 2.0), point(sweep, 4.0)]),
@@ -46,7 +46,7 @@ def test_answers_first_in_each_round_and_one_point_per_cell_before_a_second():
 
 def test_without_a_budget_the_plans_order_and_a_point_of_no_planned_cell_last():
     one, two = cell("custom", 1.0), cell("custom", 4.0)
-    plan = Plan.from_dict(started([Session("s0", "mlp", "onnx", "custom", (one, two))]))
+    plan = Plan.from_dict(planned([Session("s0", "mlp", "onnx", "custom", (one, two))]))
     groups = [group("d0", one, [point(one, 4.0), point(one, 8.0), point(one, 1.0)])]
     order = work_order(groups, [row(one, 1.0, 10.0), row(two, 4.0, 20.0)], plan)
     assert [(e["load"], e["cell_id"]) for e in order] == [(1.0, one.cell_id), (4.0, two.cell_id), (8.0, None)]

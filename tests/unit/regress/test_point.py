@@ -9,13 +9,13 @@ from dataclasses import replace
 
 from tasks.plan.cells import Plan, Session
 from tasks.regress.clock import WorkClock
-from tasks.regress.duet import DUET_METRICS, DUET_THRESHOLD, DuetThresholds
+from tasks.regress.duet_verdict import DUET_METRICS, DUET_THRESHOLD, DuetThresholds
 from tasks.regress.looks import Schedule
 from tasks.regress.point import judge_point, point_records, run_point, settle_point
 from tasks.regress.sides import Night, Steps
-from tests.recorded_duets import Replay, cell, changed_night, started
-from tests.unit.regress.test_duet import pairs_of
-from tests.unit.regress.test_size import rounds_of
+from tests.recorded_duets import Replay, cell, changed_night, planned
+from tests.unit.regress.test_duet_verdict import pairs_of
+from tests.unit.regress.test_size_verdict import rounds_of
 
 CELL = cell(load=2.0)
 DUET_ID = "duet0.mlp.onnx.custom"
@@ -24,7 +24,7 @@ TIGHT = DuetThresholds(dict(DUET_THRESHOLD), {m: 0.001 for m in DUET_METRICS})
 
 
 def night_with(replay: Replay) -> tuple[dict, Night]:
-    run = started([Session("s0", "mlp", "onnx", "custom", (CELL,))])
+    run = planned([Session("s0", "mlp", "onnx", "custom", (CELL,))])
     night = Night(run, Plan.from_dict(run).config, None, TIGHT, 4, measure=replay.measure,
                   measure_alone=replay.measure_alone, build=replay.build, clock=WorkClock(None, replay.now))
     return changed_night([CELL], run), night

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.unit.regress.test_duet import pairs_of
+from tests.unit.regress.test_duet_verdict import pairs_of
 
 
 def test_a_pair_whose_sides_saw_different_host_states_is_set_aside():

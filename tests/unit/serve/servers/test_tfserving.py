@@ -28,7 +28,7 @@ import pytest
 
 from tasks.convert import Artifact
 from tasks.core.errors import ConfigError
-from tasks.loadgen.engine import closed_loop
+from tasks.loadgen.http_engine import closed_loop
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import BAD_RESPONSE, HTTP_STATUS, OK
 from tasks.loadgen.protocols.tfserving_rest import TFServingRest, nested_shape

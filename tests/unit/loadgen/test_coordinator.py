@@ -1,4 +1,4 @@
-"""A load point's driver (tasks/loadgen/run.py): bad input and an unreachable endpoint refused before any load,
+"""A load point's driver (tasks/loadgen/coordinator.py): bad input and an unreachable endpoint refused before any load,
 server scrapes that fail without failing the point, the server's CPU over the measured window only."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tasks.core.errors import ConfigError, LoadTestError
-from tasks.loadgen.run import ServerScraper, check_reachable, run_load_point, server_probe
+from tasks.loadgen.coordinator import ServerScraper, check_reachable, run_load_point, server_probe
 from tasks.loadgen.settings import LoadSettings
 from tasks.plan.config import RunConfig
 from tasks.runtimes.ports import free_port

@@ -1,12 +1,14 @@
-"""Run one load point in separate generator processes (pinned to their own cores when the host allows).
+"""Run one load point in separate generator processes (pinned to their own cores when the host allows): the
+coordinator, in the measuring task's process.
 
-The orchestrator calls `run_load_point`; it starts `settings.workers` processes of `python -m tasks.loadgen.run`
+The orchestrator calls `run_load_point`; it starts `settings.workers` processes of `python -m tasks.loadgen.worker`
+(tasks/loadgen/worker.py, each given a `WorkerJob`)
 so each generator has an interpreter, an event loop and CPU affinity of its own. Every worker opens its
 connections and reports ready; the parent then hands all of them the same start time (CLOCK_MONOTONIC is
 system-wide), so their recordings share t0 and merge by concatenation: the merged percentiles are exact,
 and each worker's HDR histogram adds up to the merged one bucket for bucket.
 
-The codec's `transport` picks the engine: `engine.py` (lean HTTP/1.1) or `grpc_engine.py` (grpc.aio, for
+The codec's `transport` picks the engine: `http_engine.py` (lean HTTP/1.1) or `grpc_engine.py` (grpc.aio, for
 KServe v2 gRPC on the endpoint's "grpc" port); both write the same `Recording`.
 
 Given the server's reader (`window_reader.ServerWindowReader`), the parent reads the server's own counter, timings
@@ -16,11 +18,8 @@ throughput, breakdown and CPU are recorded next to the client's figures over the
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -32,23 +31,19 @@ from pathlib import Path
 
 from tasks.core.errors import LoadTestError
 from tasks.core.paths import REPO_ROOT
-from tasks.core.spec import ModelSpec, make_inputs
-from tasks.loadgen import engine as http_engine
-from tasks.loadgen.engine import arrival_schedule_ns
+from tasks.core.spec import ModelSpec
 from tasks.loadgen.measurement import Measurement, ServerCounts, ServerTiming, summarize
 from tasks.loadgen.overload import OverloadPhases
-from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.protocols.base import OK
 from tasks.loadgen.recording import Recording, window_stable
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.window_reader import ServerWindowReader
+from tasks.loadgen.worker import WINDOW_LINE, WorkerJob, prepare_worker
 from tasks.runtimes import interrupts
 from tasks.serve.base import Endpoint
 
 PROCESS_GRACE_S = 60.0
 READY_TIMEOUT_S = 60.0  # workers must import, connect and report ready within this
-PR_SET_PDEATHSIG = 1
-WINDOW_LINE = "window "  # a worker's stdout line with one measured window's figures (JSON after it)
 READER_DRAIN_S = 5.0  # after the workers exit, at most this long for their last window lines to be read
 START_LEAD_NS = 50_000_000  # the common start is this far after the last worker reported ready
 REACHABLE_TIMEOUT_S = 2.0
@@ -61,17 +56,6 @@ def check_reachable(endpoint: Endpoint, timeout_s: float = REACHABLE_TIMEOUT_S) 
     except OSError as exc:
         raise LoadTestError(f"endpoint={endpoint.base_url}: must accept TCP connections before load starts "
                             f"({exc}); no load was sent") from exc
-
-
-def worker_share(settings: LoadSettings, index: int) -> dict:
-    """What worker `index` of `settings.workers` drives: its connections, or its rate, phase and seed."""
-    n = settings.workers
-    if settings.mode == "concurrency":
-        c = settings.concurrency
-        return {"concurrency": c // n + (1 if index < c % n else 0)}
-    # N interleaved constant streams (every N-th slot) make the one stream; N Poisson streams of rate/N with
-    # seeds seed+i make one Poisson stream of the full rate.
-    return {"seed": settings.seed + index, "stride": n, "offset": index}
 
 
 @dataclass(frozen=True)
@@ -102,11 +86,9 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
     check_reachable(endpoint)
     workdir.mkdir(parents=True, exist_ok=True)
     job = workdir / "job.json"
-    job.write_text(json.dumps({
-        "host": endpoint.host, "port": endpoint.port, "model_name": endpoint.model_name,
-        "protocol": endpoint.protocol, "spec": json.loads(spec.to_json()) if spec else None,
-        "settings": settings.to_dict(), "phases": phases.to_dict() if phases is not None else None,
-    }))
+    job.write_text(WorkerJob(endpoint.host, endpoint.port, endpoint.model_name, endpoint.protocol,
+                             json.loads(spec.to_json()) if spec else None, settings.to_dict(),
+                             phases.to_dict() if phases is not None else None).to_json())
     limit_s = settings.warmup_s + settings.duration_s + settings.request_timeout_s + PROCESS_GRACE_S
     procs: list[subprocess.Popen] = []
     scraper: ServerScraper | None = None
@@ -114,11 +96,11 @@ def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSet
         for index in range(settings.workers):
             affinity = (cpus[index % len(cpus)],) if len(cpus) >= settings.workers > 1 else cpus
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "tasks.loadgen.run", "--job", str(job), "--out", str(workdir),
+                [sys.executable, "-m", "tasks.loadgen.worker", "--job", str(job), "--out", str(workdir),
                  "--worker", str(index)],
                 env=worker_env(), cwd=REPO_ROOT,  # importable from any working directory
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(workdir / f"worker{index}.log", "wb"),
-                text=True, preexec_fn=lambda a=affinity: _prepare_worker(a),
+                text=True, preexec_fn=lambda a=affinity: prepare_worker(a),
             ))
         interrupts.check()  # a stop requested while the workers forked is lost by fork hooks (runtimes/interrupts)
         for index, proc in enumerate(procs):
@@ -212,26 +194,8 @@ class StartRendezvous:
         self._barrier.abort()
 
 
-def _prepare_worker(affinity: tuple[int, ...]) -> None:
-    """In the worker, before exec: its cores, and death with its parent (a killed measuring task must not leave
-    generators sending load at a server)."""
-    if affinity:
-        os.sched_setaffinity(0, affinity)
-    die_with_parent()
-
-
-def die_with_parent() -> None:
-    """Linux: SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG); elsewhere nothing."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-
-
 def worker_env() -> dict[str, str]:
-    """The caller's environment with the repository first on PYTHONPATH, so `python -m tasks.loadgen.run` imports
+    """The caller's environment with the repository first on PYTHONPATH, so `python -m tasks.loadgen.worker` imports
     wherever the caller's working directory is."""
     paths = [str(REPO_ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
@@ -365,71 +329,3 @@ class ServerScraper:
         return 100.0 * (end[CPU_S] - start[CPU_S]) / ((t1 - t0) / 1e9) if t1 > t0 else None
 
 
-def output_shapes(spec: ModelSpec, batch_size: int) -> dict[str, tuple[int, ...]]:
-    return {t.name: (batch_size, *t.shape[1:]) for t in spec.outputs}
-
-
-def output_dtypes(spec: ModelSpec) -> dict[str, str]:
-    return {t.name: t.dtype for t in spec.outputs}
-
-
-def make_codec(job: dict, settings: LoadSettings):
-    """The job's codec, with the request encoded once for its (model, batch size)."""
-    spec = ModelSpec.from_dict(job["spec"]) if job.get("spec") else None
-    inputs = make_inputs(spec, settings.batch_size) if spec else {}
-    shapes = output_shapes(spec, settings.batch_size) if spec else {}
-    return get_codec(job["protocol"])(job["host"], job["port"], job["model_name"], inputs, shapes,
-                                      output_dtypes(spec) if spec else {})
-
-
-def event_loop_runner() -> Callable:
-    try:
-        import uvloop
-
-        return uvloop.run
-    except ImportError:  # uvloop is in the orchestrator requirements; plain asyncio still measures correctly
-        return asyncio.run
-
-
-def generate(job: dict, worker: int = 0, start_ns=None, on_window=None) -> Recording:
-    """Drive this worker's share of the job's load point and return its recording (`on_window` receives each
-    measured window's figures as it ends)."""
-    settings = LoadSettings(**job["settings"])
-    codec = make_codec(job, settings)
-    share = worker_share(settings, worker)
-    runner = event_loop_runner()
-    engine = http_engine
-    if codec.transport == "grpc":
-        from tasks.loadgen import grpc_engine as engine  # lazy: grpc.aio (about 0.3 s) only for gRPC codecs
-    if settings.mode == "concurrency":
-        return runner(engine.closed_loop(job["host"], job["port"], codec, settings, start_ns=start_ns,
-                                         concurrency=share["concurrency"], on_window=on_window))
-    if job.get("phases"):  # an overload phase: its stretches' steady rates, not the settings' one rate
-        schedule = OverloadPhases.from_dict(job["phases"]).schedule_ns(share["stride"], share["offset"])
-    else:
-        schedule = arrival_schedule_ns(settings, seed=share["seed"], stride=share["stride"], offset=share["offset"])
-    return runner(engine.open_loop(job["host"], job["port"], codec, settings, start_ns=start_ns, schedule_ns=schedule,
-                                   on_window=on_window))
-
-
-async def _barrier() -> int:
-    """Tell the parent this worker is connected and wait for the common start time."""
-    print("ready", flush=True)
-    line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    return int(line)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--job", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--worker", type=int, default=0)
-    args = parser.parse_args(argv)
-    recording = generate(json.loads(args.job.read_text()), args.worker, start_ns=_barrier,
-                         on_window=lambda figures: print(WINDOW_LINE + json.dumps(figures), flush=True))
-    recording.save(str(args.out / f"recording{args.worker}.npz"))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
-"""A change's size alone (tasks/regress/size.py) read off synthetic and recorded interleaved rounds: its interval
-holds the size the rounds were made with, the looks and their stop, every row of the verdict table, contended
+"""A change's size alone (tasks/regress/size_verdict.py) read off synthetic and recorded interleaved rounds: its
+interval holds the size the rounds were made with, the looks and their stop, every row of the verdict table, contended
 rounds set aside, what is not sized and why."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tasks.regress.looks import size_schedule
-from tasks.regress.size import (
+from tasks.regress.size_verdict import (
     decides,
     detector_confidence_pct,
     interval_at,

@@ -1,8 +1,8 @@
-"""Judging a duet: the pairs' ratios, candidate over reference, per duet metric, with a paired test. The duet is
-the *detector*: it says whether a stack changed, with a tenth of a solo session's noise; how large the change is as
-the stack shows it alone is measured after it by interleaved solo rounds (tasks/regress/size.py), because two servers
-time-sharing one core interfere by an amount that depends on the stack and the model (docs/regressions.md: the duet
-read steps at 0.6 to 8 times their size).
+"""Judging a duet: the pairs' ratios, candidate over reference, per duet metric, with a paired test. The duet is the
+*detector*: it says whether a stack changed, with a tenth of a solo session's noise; how large the change is as the
+stack shows it alone is measured after it by interleaved solo rounds (tasks/regress/size_verdict.py), because two
+servers time-sharing one core interfere by an amount that depends on the stack and the model (docs/regressions.md: the
+duet read steps at 0.6 to 8 times their size).
 
 Each pair gives one log ratio per metric (candidate / reference, measured at the same time on the same cores, so
 the host's moves cancel). Over K pairs: their mean, and a one-sample t-test of it against zero with K-1 degrees of

@@ -2,14 +2,14 @@
 measured it, after tonight's A/A duet of the control cell has measured the duet's own noise there.
 
     planned = plan_duets(references, plan)              # in the regression check (tasks/regress/check.py)
-    regressions = run_duets(started, conversions, regressions, host=...)   # one task per measuring host
+    regressions = run_duets(planned, conversions, regressions, host=...)   # one task per measuring host
     regressions = merge_duets(regressions, parts)       # the hosts' tasks put together, the verdicts settled
 
 A duet group is one server session's changed cells that share their reference night: each cell's load point gets its
 own pairs, and every pair runs on two servers started fresh for it (tasks/measure/duet.py); the sides are built from
 their inputs records (tasks/regress/sides.py), and a reference that cannot be had again is reported as such
 (`unconfirmed`, with the reason), never silently skipped. Both sides are driven by tonight's load generator. The
-duet is the detector; a change it finds or leaves undecided is sized alone (tasks/regress/sizing.py) and, where
+duet is the detector; a change it finds or leaves undecided is sized alone (tasks/regress/size_rounds.py) and, where
 several parts of the inputs changed, taken apart part by part (tasks/regress/attribution.py).
 
 The work is done one load point at a time in the order of regressions.json `order` (tasks/regress/order.py), each
@@ -32,12 +32,12 @@ from tasks.plan.cells import Plan
 from tasks.plan.control import control_cell, control_row
 from tasks.plan.night import regress_deadline
 from tasks.regress.clock import WorkClock
-from tasks.regress.duet import DUET_METRICS, DuetThresholds, aa_noise
+from tasks.regress.duet_verdict import DUET_METRICS, DuetThresholds, aa_noise
 from tasks.regress.looks import Schedule
 from tasks.regress.point import point_records, run_point, settle_point
 from tasks.regress.references import Reference, row_inputs
 from tasks.regress.sides import Measuring, Night, measure_pairs
-from tasks.regress.sizing import POINT_FIELDS
+from tasks.regress.size_rounds import POINT_FIELDS
 from tasks.store.s3 import S3Store
 
 AA_PAIRS = 4  # pairs of tonight's A/A duet of the control cell
@@ -95,8 +95,8 @@ def measure_aa(aa: dict, night: Night) -> dict:
 
 
 def settle_records(records: list[dict]) -> None:
-    """Every duet record's verdict from its duet and its size alone (tasks/regress/size.py), with m the sizes read
-    tonight as the detector (those of metrics whose duet was undecided and whose size has an interval)."""
+    """Every duet record's verdict from its duet and its size alone (tasks/regress/size_verdict.py), with m the sizes
+    read tonight as the detector (those of metrics whose duet was undecided and whose size has an interval)."""
     duets = [r for r in records if r.get("kind") == "duet" and "duet_verdict" in r]
     detector = sum(r["duet_verdict"] == "undecided" and (r.get("size") or {}).get("log_se") is not None
                    for r in duets)
@@ -116,7 +116,7 @@ def _ordered(regressions: dict, groups: list[dict]) -> list[tuple[dict, int]]:
     return out
 
 
-def run_duets(started: dict, conversions: list[dict], regressions: dict, *, host: str | None = None,
+def run_duets(planned: dict, conversions: list[dict], regressions: dict, *, host: str | None = None,
               store: S3Store | None = None, measuring: Measuring | None = None) -> dict:
     """Measure the night's duets (with `host`, that host's) and settle their records; first tonight's A/A duet of
     the control cell where it was measured, whose noise sizes the night's thresholds on this host. Then each
@@ -126,12 +126,12 @@ def run_duets(started: dict, conversions: list[dict], regressions: dict, *, host
     time (tests pass their own)."""
     regressions = copy.deepcopy(regressions)
     measuring = measuring or Measuring()
-    plan = Plan.from_dict(started)
+    plan = Plan.from_dict(planned)
     config = plan.config
     groups = [g for g in regressions.get("duets", []) if host is None or g.get("host") in (host, None)]
     aa = regressions.get("aa")
     noise: dict = {}
-    night = Night(started, config, store, measure=measuring.measure, measure_alone=measuring.measure_alone,
+    night = Night(planned, config, store, measure=measuring.measure, measure_alone=measuring.measure_alone,
                   build=measuring.build, clock=WorkClock(regress_deadline(plan.night), measuring.now))
     if aa and (host is None or aa.get("host") in (host, None)) and config.duets:
         measured = measure_aa(aa, night)

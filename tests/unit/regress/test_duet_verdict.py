@@ -1,4 +1,4 @@
-"""The duet's paired test (tasks/regress/duet.py) without servers: its thresholds, its three findings (a change,
+"""The duet's paired test (tasks/regress/duet_verdict.py) without servers: its thresholds, its three findings (a change,
 decided no change, undecided), its looks, the A/A noise, and the pairs that would rule a move out."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tasks.regress.duet import (
+from tasks.regress.duet_verdict import (
     DuetThresholds,
     aa_noise,
     decided,

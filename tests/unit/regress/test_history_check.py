@@ -1,4 +1,4 @@
-"""The history detector (tasks/regress/detect.py; what judges the environment on the control cell,
+"""The history detector (tasks/regress/history_check.py; what judges the environment on the control cell,
 tasks/regress/check.py): its statistics on synthetic nights, and overload rows never judged."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tasks.regress.detect import (
+from tasks.regress.history_check import (
     MIN_HISTORY,
     PERSIST_NIGHTS,
     build_histories,
@@ -192,7 +192,7 @@ def test_error_rate_and_parity():
 
 
 def test_no_regression_or_duet_is_judged_on_an_overload_row():
-    from tasks.regress.detect import detect_regressions
+    from tasks.regress.history_check import detect_regressions
     from tasks.regress.references import find_references
 
     steady = {"run_id": "r", "model": "mlp", "format": "onnx", "server": "custom", "launcher": "process",
@@ -206,7 +206,7 @@ def test_no_regression_or_duet_is_judged_on_an_overload_row():
 
 
 def test_a_percentile_is_compared_only_where_its_requests_support_it():
-    from tasks.regress.detect import metric_value
+    from tasks.regress.history_check import metric_value
 
     rows = _series(np.random.default_rng(5), 1000, 12)
     for row in rows:

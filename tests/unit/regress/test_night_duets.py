@@ -1,6 +1,6 @@
-"""The night's regression work (tasks/regress/duets.py) with recorded pairs and rounds and no server (the measuring
-functions replay them, tests/recorded_duets.py): tonight's A/A duet first, then each changed load point's duet,
-size and attribution in the night's order; the deadline cuts what would not end before it, which is left for the
+"""The night's regression work (tasks/regress/night_duets.py) with recorded pairs and rounds and no server (the
+measuring functions replay them, tests/recorded_duets.py): tonight's A/A duet first, then each changed load point's
+duet, size and attribution in the night's order; the deadline cuts what would not end before it, which is left for the
 next night and finished there on the same looks; every row of the verdict table, counted."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from tasks.plan.cells import Session
-from tasks.regress.duets import count_verdicts, merge_duets, run_duets
-from tests.recorded_duets import Replay, cell, changed_night, equal_pairs, started, trial
+from tasks.regress.night_duets import count_verdicts, merge_duets, run_duets
+from tests.recorded_duets import Replay, cell, changed_night, equal_pairs, planned, trial
 
 DUET_ID = "duet0.mlp.onnx.custom"
 ONE, FOUR = cell(load=1.0), cell(load=4.0)
@@ -37,7 +37,7 @@ def step_replay(**kw) -> Replay:
 
 def test_the_aa_duet_first_then_the_answers_point_its_duet_and_size_before_the_next_point():
     replay = step_replay()
-    run = started(SESSIONS, {"answer_cells": [FOUR.cell_id]})
+    run = planned(SESSIONS, {"answer_cells": [FOUR.cell_id]})
     out = run_night(replay, run, aa=True)
     kinds = [(duet_id.split(".")[0] if "size" not in duet_id else "size" + duet_id.split("size")[1][0])
              for duet_id, _ in replay.calls]
@@ -55,7 +55,7 @@ def test_the_aa_duet_first_then_the_answers_point_its_duet_and_size_before_the_n
 def test_the_deadline_leaves_later_work_for_the_next_night_which_finishes_it_on_the_same_looks():
     # 200 s: concurrency 4's duet (6 x 10 s) and 6 rounds (6 x 20 s), then 2 pairs of concurrency 1's duet
     replay = step_replay(t=1_000_000.0)
-    first = run_night(replay, started(SESSIONS, {"started_at_s": 1_000_000.0, "regress_end_s": 200.0,
+    first = run_night(replay, planned(SESSIONS, {"started_at_s": 1_000_000.0, "regress_end_s": 200.0,
                                                  "answer_cells": [FOUR.cell_id]}, run_id="night2"))
     assert replay.t <= 1_000_200.0  # nothing ran past the deadline
     assert records_at(first, 4.0)["server_cpu_us_per_request"]["verdict"] == "regression"
@@ -67,7 +67,7 @@ def test_the_deadline_leaves_later_work_for_the_next_night_which_finishes_it_on_
     # the next night, the same change on the same host: concurrency 1 goes on from its third pair, on the looks it
     # started on; concurrency 4, settled (a regression), is measured afresh
     replay = step_replay(t=2_000_000.0)
-    second = run_night(replay, started(SESSIONS, {"started_at_s": 2_000_000.0, "regress_end_s": 1000.0},
+    second = run_night(replay, planned(SESSIONS, {"started_at_s": 2_000_000.0, "regress_end_s": 1000.0},
                                        run_id="night3"), {"night2": first})
     assert replay.calls[:4] == [(DUET_ID, 2), (DUET_ID, 3), (DUET_ID, 4), (DUET_ID, 5)]
     assert replay.calls[10] == (DUET_ID, 0)
@@ -84,7 +84,7 @@ def test_every_row_of_the_verdict_table_is_counted_apart():
     wholly beyond +5 % (a regression); p99's and CPU's are undecided both ways (undecided)."""
     replay = Replay(pairs={DUET_ID: equal_pairs("custom/onnx/heavy")},
                     rounds={f"{DUET_ID}.size0": trial("custom/onnx/heavy", "10")["rounds"]})
-    run = started([Session("s0", "mlp", "onnx", "custom", (ONE,))])
+    run = planned([Session("s0", "mlp", "onnx", "custom", (ONE,))])
     regressions = changed_night([ONE], run)
     out = run_duets(run, [], regressions, measuring=replay.measuring())
     verdicts = {m: (r["duet_verdict"], r["verdict"]) for m, r in records_at(out, 1.0).items()}

@@ -1,4 +1,4 @@
-"""The load engine (tasks/loadgen/engine.py): seeded arrival schedules split over workers, and the open loop
+"""The load engine (tasks/loadgen/http_engine.py): seeded arrival schedules split over workers, and the open loop
 against in-process sockets (requests it cannot send, every request bounded from its scheduled send)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from tasks.loadgen.engine import arrival_schedule_ns
+from tasks.loadgen.http_engine import arrival_schedule_ns
 from tasks.loadgen.measurement import summarize
 from tasks.loadgen.protocols.base import OK, TIMEOUT
-from tasks.loadgen.run import worker_share
 from tasks.loadgen.settings import LoadSettings
+from tasks.loadgen.worker import worker_share
 
 
 def test_schedules_are_seeded_split_exactly_and_bounded():
@@ -33,7 +33,7 @@ def test_open_loop_records_unsendable_requests(tmp_path):
     import socket
     import time
 
-    from tasks.loadgen.engine import open_loop
+    from tasks.loadgen.http_engine import open_loop
     from tasks.loadgen.protocols.http_get import HttpGet
 
     listener = socket.create_server(("127.0.0.1", 0))
@@ -59,7 +59,7 @@ def test_open_loop_bounds_every_request_from_its_scheduled_send():
     to a server that would work on it for no one."""
     import threading
 
-    from tasks.loadgen.engine import open_loop
+    from tasks.loadgen.http_engine import open_loop
     from tasks.loadgen.protocols.base import NOT_SENT
     from tasks.loadgen.protocols.http_get import HttpGet
 

@@ -18,7 +18,7 @@ two-sided confidence 1 - ALPHA_SIZE / L; the rounds stop at the first look where
 wholly beyond +e, wholly beyond -e or wholly inside (-e, +e) (e the metric's minimum effect, on the worse-is-positive
 log scale), or when the time ends; that look's interval is published, with its looks (taken, of L) and confidence.
 
-The verdicts, by the duet's finding (tasks/regress/duet.py, the detector) and the size (the ruler):
+The verdicts, by the duet's finding (tasks/regress/duet_verdict.py, the detector) and the size (the ruler):
 
     duet                 size alone                                             published
     found a change       wholly beyond +e / -e                                  regression / improvement

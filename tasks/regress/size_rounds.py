@@ -1,13 +1,13 @@
 """A changed load point's size as the stack shows it alone: interleaved solo rounds (tasks/measure/interleaved.py)
 measured look by look (tasks/regress/looks.py), each metric's size and interval read off them at the look where
-they stopped (tasks/regress/size.py).
+they stopped (tasks/regress/size_verdict.py).
 
     state = size_point(records, group, index, night, carried)    # after the point's duet has judged its records
 
 A point is sized when its duet found a change in some metric or left one undecided: rounds are added until, at a
 look of `size_schedule(size_rounds)`, every such metric's interval is decided against the minimum effect, or the
 schedule's last look, or the clock (the night's deadline, Param size_budget_s). Its verdicts are settled once the
-night's sizes are all read (`settle_records`, tasks/regress/duets.py): how many sizes were read as the detector is
+night's sizes are all read (`settle_records`, tasks/regress/night_duets.py): how many sizes were read as the detector is
 only known then. A night whose duets found nothing and left nothing undecided spends no time here.
 """
 
@@ -17,7 +17,7 @@ import statistics
 
 from tasks.regress.looks import Schedule, size_schedule
 from tasks.regress.sides import Night, Steps, measure_rounds
-from tasks.regress.size import (
+from tasks.regress.size_verdict import (
     FLAGGED,
     SCOPE,
     SIZE_METRICS,

@@ -1,5 +1,5 @@
-"""Sizing a changed load point (tasks/regress/sizing.py) with recorded rounds and no server: only a point whose duet
-found a change or left one undecided is sized, its rounds stop at the first look that decides every such metric,
+"""Sizing a changed load point (tasks/regress/size_rounds.py) with recorded rounds and no server: only a point whose
+duet found a change or left one undecided is sized, its rounds stop at the first look that decides every such metric,
 and each record gets its size at that look with its looks and confidence."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from tasks.plan.cells import Plan
 from tasks.regress.clock import WorkClock
 from tasks.regress.looks import size_schedule
 from tasks.regress.sides import Night
-from tasks.regress.sizing import apply_sizes, needs_size, size_point
-from tests.recorded_duets import Replay, started, trial
-from tests.unit.regress.test_size import rounds_of
+from tasks.regress.size_rounds import apply_sizes, needs_size, size_point
+from tests.recorded_duets import Replay, planned, trial
+from tests.unit.regress.test_size_verdict import rounds_of
 
 POINT = {"batch_size": 1, "mode": "concurrency", "load": 4.0, "protocol": None}
 METRICS = ("server_cpu_us_per_request", "throughput_rps", "latency_ms_p50", "latency_ms_p99")
@@ -24,7 +24,7 @@ def record(metric: str, duet_verdict: str) -> dict:
 
 
 def night_of(replay: Replay, **config) -> Night:
-    run = started([], **config)
+    run = planned([], **config)
     return Night(run, Plan.from_dict(run).config, None, measure_alone=replay.measure_alone, build=replay.build,
                  clock=WorkClock(None, replay.now))
 

@@ -1,6 +1,6 @@
 """Regression detection over the history in the store, per cell key, host and metric, with one false-alarm
 budget for the whole night: what judges the environment on the control cell (tasks/regress/check.py). A stack's
-change is judged side by side instead (tasks/regress/duets.py): on a shared host one session moves 6-15 % within
+change is judged side by side instead (tasks/regress/night_duets.py): on a shared host one session moves 6-15 % within
 the hour, far more than the steps worth finding, and history cannot tell them apart.
 
 Every metric's good direction comes from `tasks.core.metrics.METRICS`. History is matched on the cell key, the
