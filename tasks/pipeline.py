@@ -211,20 +211,20 @@ def convert_in_run(conversion: dict, planned: dict, conn: ConnectionFields, log=
 def measure_in_run(session: dict, conversions: list[dict], planned: dict, conn: ConnectionFields | None) -> dict:
     """One server session (as planned, a dict) as a measuring task runs it: on the host it was planned on (checked
     in a multi-host deployment), fetching artifacts converted elsewhere through the store (share_artifacts)."""
-    planned = Session.from_dict(session)
-    if planned.host:
-        check_worker_host(planned.host)
+    ours = Session.from_dict(session)
+    if ours.host:
+        check_worker_host(ours.host)
     config = run_plan(planned).config
     if is_distributed():  # the plan step checked another machine: this one checks itself
         try:
             check_host(config)
         except HostRefused as exc:
             run = host_run(planned["run"])
-            return {"rows": [not_measured(run, c, "failed", str(exc)) for c in planned.cells],
-                    "timeline": {"session_id": planned.session_id, "server": planned.server,
+            return {"rows": [not_measured(run, c, "failed", str(exc)) for c in ours.cells],
+                    "timeline": {"session_id": ours.session_id, "server": ours.server,
                                  "host": run["measuring_host"], "cells": {}, "refused": str(exc)[:1000]}}
     store = result_store(config, conn) if config.share_artifacts and conn is not None else None
-    return measure_session(planned, conversions, planned["run"], config, store=store,
+    return measure_session(ours, conversions, planned["run"], config, store=store,
                            clock=NightClock.of(planned.get("night") or {}))
 
 
