@@ -51,6 +51,7 @@ def test_runs_report_and_compare_read_the_published_runs(store_env, bucket, tmp_
     assert trend["previous"]["run_id"] == "night2" and [n["run_id"] for n in trend["nights"]] == [
         "night1", "night2", "night3"]
     assert {c["server"]: c["verdict"] for c in trend["changes"]} == {"custom": "same", "triton": "worse"}
+    capsys.readouterr()  # the publish steps' progress lines
 
     assert main(["runs", *opts]) == 0
     out = capsys.readouterr().out
