@@ -15,10 +15,11 @@ export GX_ANALYTICS_ENABLED := false
 
 venv: $(STAMP)
 
+# uv installs the requirements (pinned there), with pip's package sources: tasks/runtimes/venvs.py, as the runtimes
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet $(shell grep -oE '^uv==[0-9.]+' requirements.txt)
+	$(PY) -m tasks.runtimes.venvs $(PY) requirements.txt
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 ## demo: run the nightly DAG once (airflow dags test, SQLite, embedded S3) and print a summary

@@ -1,6 +1,11 @@
-"""What a local run needs before it starts: its runtimes' venvs built (or found in the cache), said per runtime."""
+"""What a local run needs before it starts: its runtimes' venvs built (or found in the cache), side by side where
+the cores allow, said per runtime."""
 
 from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from tasks.convert import find_path
 from tasks.core.spec import load_spec
@@ -20,8 +25,16 @@ def needed_runtimes(conf: dict) -> list[str]:
 
 
 def prebuild_runtimes(conf: dict) -> None:
-    """Build (or find in the cache) every runtime the run needs, and say which it was."""
-    for name in needed_runtimes(conf):
-        env = ensure_runtime(name, log=lambda line: print(f"  {line}"))
-        how = f"built in {env.build_s:.0f} s" if env.built_now else "reused from the cache, no reinstall"
-        print(f"runtime {name}: {how} ({env.venv_dir})")
+    """Build (or find in the cache) every runtime the run needs, as many at once as the host has cores (uv's
+    cache lock makes two builds that need one wheel unpack it once), and say which it was."""
+    names = needed_runtimes(conf)
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
+        envs = pool.map(lambda name: ensure_runtime(name, log=lambda line: print(f"  {line}", flush=True)), names)
+        built = 0
+        for name, env in zip(names, envs, strict=True):  # in order, each as soon as it and those before it are done
+            built += env.built_now
+            how = f"built in {env.build_s:.0f} s" if env.built_now else "reused from the cache, no reinstall"
+            print(f"runtime {name}: {how} ({env.venv_dir})", flush=True)
+    if built:
+        print(f"runtimes: {built} of {len(names)} built in {time.monotonic() - started:.0f} s", flush=True)

@@ -28,7 +28,7 @@ from tasks.convert.artifact import Artifact
 from tasks.core.metadata import PIPELINE_VERSION
 from tasks.core.paths import REPO_ROOT, runtime_home
 from tasks.core.spec import ModelSpec
-from tasks.runtimes.venvs import ensure_runtime, files_sha256, runtime_packages
+from tasks.runtimes.venvs import BUILDER, builder_of, ensure_runtime, files_sha256, runtime_builder, runtime_packages
 from tasks.serve.options import ServingOptions
 
 INPUTS_SCHEMA = 1
@@ -50,14 +50,15 @@ def runtime_folder(runtime: str, options: ServingOptions) -> Path:
 
 
 def runtime_fingerprint(runtime: str, launcher: str, options: ServingOptions, image_label: str = "") -> dict:
-    """What runs the server. Process launcher: the venv (requirements hash, resolved packages) and the runtime
-    folder's files; Docker launcher: the image (reference and id; the packages are inside it)."""
+    """What runs the server. Process launcher: the venv (requirements hash, resolved packages, the builder that made
+    it) and the runtime folder's files; Docker launcher: the image (reference and id; the packages are inside it)."""
     folder = runtime_folder(runtime, options)
     if launcher == "docker":
         return {"name": runtime, "launcher": launcher, "image": image_label, "files_sha256": files_sha256(folder)}
-    env = ensure_runtime(runtime, log=lambda _: None, requirements=folder / "requirements.txt")
+    env = ensure_runtime(runtime, log=lambda _: None, requirements=folder / "requirements.txt",
+                         builder=options.runtime_builder or BUILDER)
     return {"name": runtime, "launcher": launcher, "requirements_sha256": env.requirements_sha256,
-            "packages": runtime_packages(env), "files_sha256": files_sha256(folder)}
+            "packages": runtime_packages(env), "files_sha256": files_sha256(folder), "builder": runtime_builder(env)}
 
 
 def cell_inputs(artifact: Artifact, spec: ModelSpec, runtime: dict, server_version: str, serving: dict) -> dict:
@@ -110,6 +111,8 @@ def input_changes(reference: dict, current: dict) -> list[str]:
     if _runtime_identity(ref_rt).get("image_id") != _runtime_identity(cur_rt).get("image_id"):
         changes.append(f"{name}: image {_short(_runtime_identity(ref_rt).get('image_id'))} → "
                        f"{_short(_runtime_identity(cur_rt).get('image_id'))}")
+    if cur_rt.get("launcher", "process") == "process" and builder_of(ref_rt) != builder_of(cur_rt):
+        changes.append(f"{name}: venv built by {ref_rt.get('builder') or 'pip'} → {cur_rt.get('builder') or 'pip'}")
     if ref_rt.get("files_sha256") != cur_rt.get("files_sha256"):
         changes.append(f"{name}: files of docker/{name}/ {_short(ref_rt.get('files_sha256'))} → "
                        f"{_short(cur_rt.get('files_sha256'))}")

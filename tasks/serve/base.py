@@ -63,6 +63,7 @@ class RunSpec:
     # /tmp/python_env_*): the process launcher removes the matching entries that appeared after the start.
     cleanup_globs: tuple[str, ...] = ()
     requirements: str = ""  # the process launcher builds the venv from this file ("": docker/<runtime>/'s own)
+    builder: str = ""  # and with this builder (tasks/runtimes/venvs.py BUILDERS; "": tonight's)
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,8 @@ class Server(ABC):
         run_spec = self.run_spec(layout, spec, ports)
         if self.options.runtime_dir:
             run_spec = replace(run_spec, requirements=str(self.runtime_dir / "requirements.txt"))
+        if self.options.runtime_builder:
+            run_spec = replace(run_spec, builder=self.options.runtime_builder)
         if self.options.runtime_image:
             run_spec = replace(run_spec, image=self.options.runtime_image)
         return run_spec

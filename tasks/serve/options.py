@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from tasks.core.errors import ConfigError
+from tasks.runtimes.venvs import BUILDERS
 
 DEVICES = ("cpu", "gpu")
 IMAGE_SOURCES = ("project", "official")  # Docker launcher: images built here, or a registry's official image
@@ -33,10 +34,13 @@ class ServingOptions:
     # image a container of it runs ("" the server's own; else an image id a reference ran on).
     runtime_dir: str = ""
     runtime_image: str = ""
+    runtime_builder: str = ""  # the venv's builder ("": tonight's; "pip": a reference built before the switch)
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
             raise ConfigError("device", self.device, f"must be one of {list(DEVICES)}")
+        if self.runtime_builder not in ("", *BUILDERS):
+            raise ConfigError("runtime_builder", self.runtime_builder, f"must be one of {['', *BUILDERS]}")
         if self.images not in IMAGE_SOURCES:
             raise ConfigError("images", self.images, f"must be one of {list(IMAGE_SOURCES)}")
         for name in ("max_batch_size", "instances"):
@@ -74,7 +78,7 @@ class ServingOptions:
 
 # The options that say how a stack serves (a cell's `serving` inputs, tasks/measure/inputs.py): not where a runtime's
 # files come from, which a regression reference's side sets.
-OPTION_FIELDS = tuple(f.name for f in fields(ServingOptions) if f.name != "runtime_dir")
+OPTION_FIELDS = tuple(f.name for f in fields(ServingOptions) if f.name not in ("runtime_dir", "runtime_builder"))
 
 
 def serving_fingerprint(options: ServingOptions, protocol: str | None) -> dict:

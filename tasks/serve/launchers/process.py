@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tasks.core.errors import ConfigError
 from tasks.runtimes.proctree import create_time_of, is_running, terminate_tree
-from tasks.runtimes.venvs import RuntimeEnv, ensure_runtime, runtime_env_vars
+from tasks.runtimes.venvs import BUILDER, RuntimeEnv, ensure_runtime, runtime_env_vars
 from tasks.serve.base import RunSpec
 from tasks.serve.launchers.base import Launcher, LaunchHandle, RuntimeSize, forget_handle, record_handle
 
@@ -32,8 +32,9 @@ SHM_PREFIXES = ("triton_python_backend_shm_region",)
 
 def runtime_of(spec: RunSpec) -> RuntimeEnv:
     """The venv a server runs in: its runtime's, built from `spec.requirements` when it names another file (a
-    regression reference's)."""
-    return ensure_runtime(spec.runtime, requirements=Path(spec.requirements) if spec.requirements else None)
+    regression reference's), by `spec.builder` when it names one."""
+    return ensure_runtime(spec.runtime, requirements=Path(spec.requirements) if spec.requirements else None,
+                          builder=spec.builder or BUILDER)
 
 
 class ProcessLauncher(Launcher):

@@ -33,3 +33,14 @@ def test_the_fingerprint_diff_names_what_changed():
     moved = _inputs()
     moved["model"]["artifact"] = {"model": "resnet50", "path": "/another/host/cache/model.onnx"}
     assert inputs_sha(moved) == inputs_sha(ref)  # where a file lies is not what it is
+
+
+def test_the_switch_of_builder_is_named_and_alone_is_not_a_change_of_the_stack():
+    """pip built the venvs before the switch (a record names no builder), uv after: the change is named; with the
+    same packages (pip left out of them) the stack's identity is the same."""
+    ref = _inputs()
+    uv = _inputs(runtime__builder="uv 0.13.10")
+    assert input_changes(ref, uv) == ["custom: venv built by pip → uv 0.13.10"] and not stack_changed(ref, uv)
+    assert input_changes(uv, _inputs(runtime__builder="uv 0.14.0")) == []  # another uv release: the same builder
+    seeded = _inputs(runtime__packages={"onnxruntime": "1.20.1", "numpy": "2.4.6", "pip": "26.3"})
+    assert stack_changed(seeded, uv)  # a record of before the switch listed pip: its set differs

@@ -57,3 +57,17 @@ def test_planned_changes_read_the_newest_night_that_measured_the_cell_and_its_ve
               "kind": "duet", "verdict": "undecided"}
     unsettled = PastNight("r2", "d", "complete", {}, [row], records=[judged])
     assert planned_changes(plan, [unsettled])[cell.cell_id] == ["judged undecided on r2: the change is judged again"]
+
+
+def test_a_venv_built_by_another_builder_is_a_runtime_change_known_at_plan_time():
+    """The switch from pip to uv (tasks/runtimes/venvs.py) changes every process-launched cell's runtime: a record
+    that names no builder was built by pip; a container's runtime is its image, whatever built the venvs."""
+    config = RunConfig()
+    serving = planned_serving(config)
+    assert cell_changes(CELL, inputs(config, launcher="process"), serving) == [
+        "runtime custom: venv built by pip → uv"]
+    assert cell_changes(CELL, inputs(config, launcher="process", builder="pip 26.3"), serving) == [
+        "runtime custom: venv built by pip → uv"]
+    assert cell_changes(CELL, inputs(config, launcher="process", builder="uv 0.13.10"), serving) == []
+    docker = Cell("mlp", "onnx", "custom", "docker", "cpu", 1, "concurrency", 1.0, "kserve_v2_rest", "json")
+    assert cell_changes(docker, inputs(config, launcher="docker"), serving) == []

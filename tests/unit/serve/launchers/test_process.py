@@ -89,7 +89,7 @@ os._exit(0)  # the task dies without stopping its server
     out = subprocess.run([sys.executable, "-c", orphan_code, json.dumps({**orphan_spec.__dict__}), str(tmp_path / "o")],
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    orphan_pid = int(out.stdout.split()[0])
+    orphan_pid = int(out.stdout.split()[-1])  # after the venv build's lines, when this test built it
     launcher = ProcessLauncher()
     (tmp_path / "m").mkdir()
     mine = launcher.start(spec(), run_id="live-run", cell_id="c", workdir=tmp_path / "m", log_path=tmp_path / "m.log")
