@@ -4,6 +4,7 @@ the cores allow, said per runtime."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,13 +25,18 @@ def needed_runtimes(conf: dict) -> list[str]:
     return sorted(names)
 
 
+def _say(line: str) -> None:
+    sys.stdout.write(f"  {line}\n")  # one write: builds side by side print whole lines
+    sys.stdout.flush()
+
+
 def prebuild_runtimes(conf: dict) -> None:
     """Build (or find in the cache) every runtime the run needs, as many at once as the host has cores (uv's
     cache lock makes two builds that need one wheel unpack it once), and say which it was."""
     names = needed_runtimes(conf)
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
-        envs = pool.map(lambda name: ensure_runtime(name, log=lambda line: print(f"  {line}", flush=True)), names)
+        envs = pool.map(lambda name: ensure_runtime(name, log=_say), names)
         built = 0
         for name, env in zip(names, envs, strict=True):  # in order, each as soon as it and those before it are done
             built += env.built_now

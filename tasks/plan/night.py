@@ -67,7 +67,7 @@ from tasks.serve.servers import get_server
 # other cells still get the rest, so that every cell is measured within K nights however many stacks are candidates
 ANSWERS_SHARE = 0.6
 RESERVE_SHARE = 0.35  # the regression work's reserve takes at most this share of the budget: the answers come first
-RUNTIME_BUILD_S = 60.0  # a runtime venv not in the cache, built before its first use (45-50 s each here with pip)
+RUNTIME_BUILD_S = 10.0  # a runtime venv not in the cache, built before its first use (1-8 s each here with uv)
 AA_PAIRS = 4  # tonight's A/A duet of the control cell (tasks/regress/night_duets.py AA_PAIRS)
 
 
