@@ -224,9 +224,10 @@ def point_what(row: dict) -> str:
 def point_figure(row: dict) -> str:
     """"12.9 req/s, p99 82 ms (holds), ok": a row's key figures, for progress lines."""
     rps, p99, verdict = row.get("throughput_rps"), row.get("latency_ms_p99"), row.get("p99_bound_verdict")
+    bound = f" ({verdict})" if verdict else ""
     figures = [f"{rps:.1f} req/s" if isinstance(rps, (int, float)) else "",
-               (f"p99 {p99:.0f} ms" if isinstance(p99, (int, float)) else "")
-               + (f" ({verdict})" if verdict else ""), str(row.get("status"))]
+               f"p99 {p99:.0f} ms{bound}" if isinstance(p99, (int, float)) else (f"p99 bound{bound}" if bound else ""),
+               str(row.get("status"))]
     return ", ".join(f for f in figures if f)
 
 

@@ -149,3 +149,13 @@ def test_a_longer_look_the_nights_clock_would_cut_is_not_taken(monkeypatch):
     assert looks == [None] and row["lengthened"] is False and row["p99_bound_verdict"] == "undecided"
     assert "not looked at: deferred by the night's clock" in life.timeline["cells"][cell.cell_id]["lengthen"][0][
         "not_counted"]
+
+
+def test_a_points_progress_figure_names_its_bound_verdict_with_or_without_a_p99():
+    figure = point_module.point_figure
+    assert figure({"throughput_rps": 12.94, "latency_ms_p99": 81.6, "p99_bound_verdict": "holds",
+                   "status": "ok"}) == "12.9 req/s, p99 82 ms (holds), ok"
+    # a first look that ended undecided, before its longer look: no p99 published yet, the verdict still said
+    assert figure({"throughput_rps": 4.2, "p99_bound_verdict": "undecided", "status": "ok"}) == \
+        "4.2 req/s, p99 bound (undecided), ok"
+    assert figure({"status": "failed"}) == "failed"
