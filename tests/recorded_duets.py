@@ -56,6 +56,7 @@ class Replay:
     round_s: float = 20.0
     t: float = 1_000_000.0
     calls: list[tuple[str, int]] = field(default_factory=list)  # (duet id, pair or round number), in order
+    lefts: list[str] = field(default_factory=list)  # what each call's progress line would say is left
 
     def now(self) -> float:
         return self.t
@@ -76,6 +77,7 @@ class Replay:
     def measure(self, reference, candidate, settings: DuetSettings, decided=None) -> FakeResult:
         self.t += self.pair_s
         self.calls.append((settings.duet_id, settings.first_index))
+        self.lefts.append(settings.progress_left)
         source = self.pairs.get(settings.duet_id) or []
         if settings.first_index >= len(source):
             return FakeResult({"pairs": [], "error": f"no recorded pair {settings.first_index}", "stop_reason": ""})
@@ -86,6 +88,7 @@ class Replay:
                       budget_s: float, seed: str, first_index: int = 0) -> FakeResult:
         self.t += self.round_s
         self.calls.append((settings.duet_id + ".size", first_index))
+        self.lefts.append(settings.progress_left)
         source = self.rounds.get(settings.duet_id) or []
         if first_index >= len(source):
             return FakeResult({"rounds": [], "error": f"no recorded round {first_index}", "stop_reason": ""})

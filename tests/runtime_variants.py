@@ -2,10 +2,10 @@
 local packages that change them: an inert one (a package added that changes nothing) and a CPU agent (a package
 whose import starts a thread that takes a share of the server's CPU, as a profiler or telemetry agent does).
 
-The packages are wheels written by hand (a wheel is a zip of the files, its METADATA, WHEEL and RECORD), so pip
+The packages are wheels written by hand (a wheel is a zip of the files, its METADATA, WHEEL and RECORD), so uv
 installs them from a file with no build step and no index. The custom service's runtime is trimmed to what serves
 ONNX (its torch and TensorFlow pins out): its app imports each engine only when a model of that format loads, and a
-venv of the four packages left builds in seconds from pip's cache, where the whole runtime takes minutes.
+venv of the four packages left builds in seconds from the package cache.
 """
 
 from __future__ import annotations

@@ -81,6 +81,7 @@ class DuetSettings:
     # this alternative, each side on a core of its own, Japke et al.); empty: both sides share them, the duet's way
     side_cpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
     first_index: int = 0  # the first pair's number: a duet measured a pair at a time goes on alternating its order
+    progress_left: str = ""  # what is left, for its pairs' and rounds' progress lines ("": this call's own count)
 
 
 @dataclass
@@ -258,7 +259,8 @@ def measure_duet(reference: DuetSide, candidate: DuetSide, settings: DuetSetting
                     mine.append(pair)
                     result.pairs.append(pair)
                     progress.emit("pair", f"{settings.duet_id} pair {index}", pair_figure(pair, sides),
-                                  time.monotonic() - begin, f"pair {len(mine)} of at most {settings.max_pairs} at "
+                                  time.monotonic() - begin,
+                                  settings.progress_left or f"pair {len(mine)} of at most {settings.max_pairs} at "
                                                             f"load {load_index + 1} of {len(settings.loads)}")
                     if len(mine) >= settings.min_pairs and decided is not None and decided(load_index, mine):
                         stops.append(f"load {load_index}: decided after {len(mine)} pairs")

@@ -95,9 +95,10 @@ def measure_interleaved(reference: DuetSide, candidate: DuetSide, settings: Duet
                 result.rounds.append({"index": index, "order": order, "sides": figures})
                 result.round_s = (time.monotonic() - started) / len(result.rounds)
                 progress.emit("round", f"{settings.duet_id} size round {index}", "",
-                              time.monotonic() - round_begin, f"round {len(result.rounds)} of at most {rounds}, "
-                                              f"{max(0.0, budget_s - (time.monotonic() - started)):.0f} s of its "
-                                              "budget left")
+                              time.monotonic() - round_begin,
+                              settings.progress_left or f"round {len(result.rounds)} of at most {rounds}, "
+                                                        f"{max(0.0, budget_s - (time.monotonic() - started)):.0f} s "
+                                                        "of its budget left")
             else:
                 result.stop_reason = f"{rounds} rounds (size_rounds)"
     except Exception as exc:  # noqa: BLE001 - a side that does not start: the record says why, the run goes on

@@ -257,8 +257,9 @@ def measure_pairs(group: dict, index: int, night: Night, schedule: Schedule, set
             settings, reference, candidate = sides()
         except Exception as exc:  # noqa: BLE001 - the reference cannot be had again: said, not skipped
             return None, unavailable(exc)
-        result = night.measure(reference, candidate, replace(settings, first_index=i, min_pairs=1, max_pairs=1),
-                               None).to_dict()
+        left = f"pair {i + 1} of at most {schedule.last} at load {index + 1} of {len(group['points'])}"
+        result = night.measure(reference, candidate, replace(settings, first_index=i, min_pairs=1, max_pairs=1,
+                                                             progress_left=left), None).to_dict()
         for key in ("served", "versions", "runtime_images"):
             steps.extra.setdefault(key, result.get(key))
         if result.get("error") or not result.get("pairs"):
@@ -284,8 +285,9 @@ def measure_rounds(group: dict, index: int, night: Night, schedule: Schedule, se
             settings, reference, candidate = sides()
         except Exception as exc:  # noqa: BLE001 - a side that cannot be had: the size is not measured, and says why
             return None, unavailable(exc)
-        result = night.measure_alone(reference, candidate, settings, load_index=0, rounds=1,
-                                     budget_s=float("inf"), seed=seed, first_index=i).to_dict()
+        left = f"round {i + 1} of at most {schedule.last} at load {index + 1} of {len(group['points'])}"
+        result = night.measure_alone(reference, candidate, replace(settings, progress_left=left), load_index=0,
+                                     rounds=1, budget_s=float("inf"), seed=seed, first_index=i).to_dict()
         if result.get("error") or not result.get("rounds"):
             return None, result.get("error") or "the size measured no round"
         return {**result["rounds"][0], "night": night.run_id}, None

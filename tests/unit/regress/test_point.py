@@ -70,6 +70,9 @@ def test_a_point_whose_duet_found_a_change_is_sized_and_one_part_is_not_taken_ap
     group = regressions["duets"][0]
     run_point(regressions, group, 0, night)
     assert replay.calls[3:] == [(f"{DUET_ID}.size0.size", i) for i in range(4)]  # decided at the size's first look
+    # each pair's and round's progress line counts against the whole schedule, not the one-item call measuring it
+    assert replay.lefts == [f"pair {i} of at most 6 at load 1 of 1" for i in (1, 2, 3)] + [
+        f"round {i} of at most 12 at load 1 of 1" for i in (1, 2, 3, 4)]
     work = group["work"]["0"]
     assert work["duet"]["done"] and work["size"]["rounds"] == 4 and work["size"]["looks_taken"] == 1
     assert work["attribution"] is None  # the model alone changed: nothing to take apart
