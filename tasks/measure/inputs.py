@@ -28,7 +28,15 @@ from tasks.convert.artifact import Artifact
 from tasks.core.metadata import PIPELINE_VERSION
 from tasks.core.paths import REPO_ROOT, runtime_home
 from tasks.core.spec import ModelSpec
-from tasks.runtimes.venvs import BUILDER, builder_of, ensure_runtime, files_sha256, runtime_builder, runtime_packages
+from tasks.runtimes.venvs import (
+    BUILDER,
+    builder_of,
+    canonical_name,
+    ensure_runtime,
+    files_sha256,
+    runtime_builder,
+    runtime_packages,
+)
 from tasks.serve.options import ServingOptions
 
 INPUTS_SCHEMA = 1
@@ -94,6 +102,10 @@ def _short(value: object) -> str:
     return f"{text[:8]}…" if len(text) > 12 and all(c in "0123456789abcdef" for c in text) else text
 
 
+def _canonical(packages: dict) -> dict:
+    return {canonical_name(name): version for name, version in packages.items()}
+
+
 def input_changes(reference: dict, current: dict) -> list[str]:
     """What changed from `reference` to `current`, for people: "model sha256 9f2c… → 41ab…", "custom: onnxruntime
     1.20.1 → 1.21.0", "serving instances 1 → 2", "load generator changed" (empty: nothing did)."""
@@ -104,7 +116,7 @@ def input_changes(reference: dict, current: dict) -> list[str]:
                        f"{_short(ref_model.get('sha256'))} → {_short(cur_model.get('sha256'))}")
     ref_rt, cur_rt = reference.get("runtime") or {}, current.get("runtime") or {}
     name = cur_rt.get("name", "runtime")
-    ref_pk, cur_pk = ref_rt.get("packages") or {}, cur_rt.get("packages") or {}
+    ref_pk, cur_pk = (_canonical(rt.get("packages") or {}) for rt in (ref_rt, cur_rt))
     for package in sorted(set(ref_pk) | set(cur_pk)):
         if ref_pk.get(package) != cur_pk.get(package):
             changes.append(f"{name}: {package} {ref_pk.get(package, '(none)')} → {cur_pk.get(package, '(none)')}")

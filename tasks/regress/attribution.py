@@ -44,7 +44,7 @@ from tasks.regress.duet_verdict import DUET_METRICS, DuetThresholds, judge_pairs
 from tasks.regress.looks import Schedule, duet_schedule
 from tasks.regress.sides import Night, Steps, measure_pairs, runtime_folder_of, trusted_pairs
 from tasks.regress.size_verdict import UNCERTAIN
-from tasks.runtimes.venvs import folder_files
+from tasks.runtimes.venvs import canonical_name, folder_files
 
 MAX_PARTS = 6  # more parts than this are not taken apart (a duet each): the change is judged whole
 REQUIREMENTS = "requirements.txt"
@@ -68,7 +68,7 @@ class Part:
 
 
 def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return canonical_name(name)
 
 
 def requirement_lines(text: str) -> dict[str, str]:

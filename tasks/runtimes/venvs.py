@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -170,6 +171,12 @@ def runtime_builder(env: RuntimeEnv) -> str:
 # installer needed), names as pip writes them canonically.
 _LIST_DISTRIBUTIONS = ("import importlib.metadata as m, json, re; print(json.dumps({re.sub(r'[-_.]+', '-', "
                        "d.metadata['Name']).lower(): d.version for d in m.distributions()}))")
+
+
+def canonical_name(name: str) -> str:
+    """A distribution's name as PEP 503 compares them ("zope.event", "Zope_Event" -> "zope-event"); pip's list
+    wrote dots as they were, so records of before the switch name some packages otherwise."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def installed_packages(venv_dir: Path) -> dict[str, str]:

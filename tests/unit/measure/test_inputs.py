@@ -44,3 +44,10 @@ def test_the_switch_of_builder_is_named_and_alone_is_not_a_change_of_the_stack()
     assert input_changes(uv, _inputs(runtime__builder="uv 0.14.0")) == []  # another uv release: the same builder
     seeded = _inputs(runtime__packages={"onnxruntime": "1.20.1", "numpy": "2.4.6", "pip": "26.3"})
     assert stack_changed(seeded, uv)  # a record of before the switch listed pip: its set differs
+
+
+def test_package_names_compare_as_pep_503_spells_them():
+    """pip's list kept dots ("zope.event"), the metadata reader writes dashes: one package, no change named."""
+    dotted = _inputs(runtime__packages={"onnxruntime": "1.20.1", "numpy": "2.4.6", "zope.event": "6.2"})
+    dashed = _inputs(runtime__packages={"onnxruntime": "1.20.1", "numpy": "2.4.6", "zope-event": "6.2"})
+    assert input_changes(dotted, dashed) == []
