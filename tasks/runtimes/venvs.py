@@ -2,7 +2,7 @@
 
 In production a runtime is the container image built from `docker/<runtime>/Dockerfile`; locally the same
 `requirements.txt` is installed into a venv cached outside the repository, keyed by the file's SHA-256 and the
-builder (BUILDER_TAG), so an unchanged runtime is never reinstalled. Builders on one host take a file lock, so two
+builder (BUILDERS), so an unchanged runtime is never reinstalled. Builders on one host take a file lock, so two
 tasks that need the same runtime at once build it once.
 
 The builder is uv (the orchestrator's requirements pin it): its cache (`<cache>/uv`, on the venvs' file system)
@@ -168,9 +168,9 @@ def runtime_builder(env: RuntimeEnv) -> str:
 
 
 # Run by the venv's own interpreter: every distribution on its path (the standard library reads the metadata; no
-# installer needed), names as pip writes them canonically.
-_LIST_DISTRIBUTIONS = ("import importlib.metadata as m, json, re; print(json.dumps({re.sub(r'[-_.]+', '-', "
-                       "d.metadata['Name']).lower(): d.version for d in m.distributions()}))")
+# installer needed).
+_LIST_DISTRIBUTIONS = ("import importlib.metadata as m, json; "
+                       "print(json.dumps([[d.metadata['Name'], d.version] for d in m.distributions()]))")
 
 
 def canonical_name(name: str) -> str:
@@ -186,8 +186,8 @@ def installed_packages(venv_dir: Path) -> dict[str, str]:
                           capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         raise RuntimeBuildError(f"listing the packages of {venv_dir.name} failed: {proc.stderr[-1000:]}")
-    return {name: version for name, version in sorted(json.loads(proc.stdout).items())
-            if name not in INSTALLER_PACKAGES}
+    found = {canonical_name(name): version for name, version in json.loads(proc.stdout)}
+    return {name: found[name] for name in sorted(found) if name not in INSTALLER_PACKAGES}
 
 
 def uv_bin() -> str:
