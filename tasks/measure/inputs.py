@@ -30,12 +30,12 @@ from tasks.core.paths import REPO_ROOT, runtime_home
 from tasks.core.spec import ModelSpec
 from tasks.runtimes.venvs import (
     BUILDER,
-    builder_of,
     canonical_name,
     ensure_runtime,
     files_sha256,
     runtime_builder,
     runtime_packages,
+    venv_builder,
 )
 from tasks.serve.options import ServingOptions
 
@@ -123,7 +123,7 @@ def input_changes(reference: dict, current: dict) -> list[str]:
     if _runtime_identity(ref_rt).get("image_id") != _runtime_identity(cur_rt).get("image_id"):
         changes.append(f"{name}: image {_short(_runtime_identity(ref_rt).get('image_id'))} → "
                        f"{_short(_runtime_identity(cur_rt).get('image_id'))}")
-    if cur_rt.get("launcher", "process") == "process" and builder_of(ref_rt) != builder_of(cur_rt):
+    if venv_builder(ref_rt) and venv_builder(cur_rt) and venv_builder(ref_rt) != venv_builder(cur_rt):
         changes.append(f"{name}: venv built by {ref_rt.get('builder') or 'pip'} → {cur_rt.get('builder') or 'pip'}")
     if ref_rt.get("files_sha256") != cur_rt.get("files_sha256"):
         changes.append(f"{name}: files of docker/{name}/ {_short(ref_rt.get('files_sha256'))} → "

@@ -21,7 +21,7 @@ from tasks.core.spec import load_spec
 from tasks.plan.cells import Cell, Plan, rows_of
 from tasks.plan.config import RunConfig
 from tasks.plan.past_nights import PastNight
-from tasks.runtimes.venvs import BUILDER, builder_of, files_sha256
+from tasks.runtimes.venvs import BUILDER, files_sha256, venv_builder
 from tasks.serve.budget import plan_budget
 from tasks.serve.options import ServingOptions, serving_fingerprint
 from tasks.serve.servers import get_server
@@ -68,10 +68,9 @@ def cell_changes(cell: Cell, inputs: dict, serving: dict) -> list[str]:
     files = (inputs.get("runtime") or {}).get("files_sha256")
     if files and files != _runtime_files(runtime):
         changes.append(f"runtime {runtime}: files of docker/{runtime}/ (requirements, entry scripts)")
-    recorded_runtime = inputs.get("runtime") or {}
-    if recorded_runtime.get("launcher") == "process" and cell.launcher == "process" and \
-            builder_of(recorded_runtime) != BUILDER:
-        changes.append(f"runtime {runtime}: venv built by {builder_of(recorded_runtime)} → {BUILDER}")
+    built_by = venv_builder(inputs.get("runtime") or {})
+    if built_by and cell.launcher == "process" and built_by != BUILDER:
+        changes.append(f"runtime {runtime}: venv built by {built_by} → {BUILDER}")
     before = {k: v for k, v in (inputs.get("serving") or {}).items() if k != "protocol"}
     now = {k: v for k, v in serving.items() if k != "protocol"}
     moved = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))

@@ -67,10 +67,6 @@ class Part:
                 "line": self.line, "came_with": list(self.came_with)}
 
 
-def canonical(name: str) -> str:
-    return canonical_name(name)
-
-
 def requirement_lines(text: str) -> dict[str, str]:
     """Canonical package name -> its line, for each requirement line of a requirements file (comments, blank
     lines and options such as --index-url are not requirements)."""
@@ -81,7 +77,7 @@ def requirement_lines(text: str) -> dict[str, str]:
             continue
         match = _NAME.match(line)
         if match:
-            out[canonical(match.group(1))] = line
+            out[canonical_name(match.group(1))] = line
     return out
 
 
@@ -90,7 +86,7 @@ def _package_of(change: str, runtime: str) -> str | None:
     head = f"{runtime}: "
     if not change.startswith(head) or "files of docker/" in change or ": image " in change:
         return None
-    return canonical(change[len(head):].split(" ", 1)[0])
+    return canonical_name(change[len(head):].split(" ", 1)[0])
 
 
 def _other_files(folder: Path) -> dict[str, bytes]:
@@ -114,7 +110,7 @@ def runtime_parts(reference: dict, candidate: dict, reference_folder: Path | Non
     cur_req = requirement_lines((candidate_folder / REQUIREMENTS).read_text())
     changed = sorted(p for p in set(ref_req) | set(cur_req) if ref_req.get(p) != cur_req.get(p))
     ref_pk, cur_pk = ref_rt.get("packages") or {}, cur_rt.get("packages") or {}
-    moved = {canonical(p) for p in set(ref_pk) | set(cur_pk) if ref_pk.get(p) != cur_pk.get(p)}
+    moved = {canonical_name(p) for p in set(ref_pk) | set(cur_pk) if ref_pk.get(p) != cur_pk.get(p)}
     along = tuple(sorted(moved - set(changed)))
     parts = [Part("requirement", f"{name}: {ref_req.get(p, '(none)')} → {cur_req.get(p, '(none)')}",
                   tuple(c for c in lines if _package_of(c, name) == p), p, cur_req.get(p), along) for p in changed]
@@ -152,7 +148,7 @@ def mixed_requirements(reference_text: str, part: Part) -> str:
     out, seen = [], False
     for raw in reference_text.splitlines():
         match = _NAME.match(raw.split(" #", 1)[0].strip()) if not raw.strip().startswith(("#", "-")) else None
-        if match and canonical(match.group(1)) == part.package:
+        if match and canonical_name(match.group(1)) == part.package:
             seen = True
             if part.line is not None:
                 out.append(part.line)

@@ -36,7 +36,7 @@ from tasks.regress.clock import WorkClock, first_pair_s, first_round_s
 from tasks.regress.duet_verdict import DuetThresholds
 from tasks.regress.looks import Schedule
 from tasks.regress.size_verdict import trusted_rounds
-from tasks.runtimes.venvs import BUILDER, builder_of, files_sha256
+from tasks.runtimes.venvs import BUILDER, files_sha256, venv_builder
 from tasks.serve.budget import plan_budget
 from tasks.serve.launchers import get_launcher
 from tasks.serve.options import OPTION_FIELDS, ServingOptions
@@ -80,8 +80,9 @@ def side_from_inputs(label: str, inputs: dict, server_name: str, launcher: str, 
         folder = runtime_folder_of(inputs, store)
         if folder is not None and folder != runtime_home(str(runtime.get("name"))):
             values["runtime_dir"] = str(folder)
-        if runtime.get("name") and builder_of(runtime) != BUILDER:  # a venv built as that night built it
-            values["runtime_builder"] = builder_of(runtime)
+        built_by = venv_builder(runtime)
+        if runtime.get("name") and built_by and built_by != BUILDER:  # a venv built as that night built it
+            values["runtime_builder"] = built_by
     return DuetSide(label, get_server(server_name, ServingOptions(**values)), artifact, spec, inputs)
 
 

@@ -114,8 +114,11 @@ def venv_path(name: str, requirements_sha: str, builder: str = BUILDER) -> Path:
     return cache_root() / "venvs" / (f"{name}-{requirements_sha[:16]}" + ("" if builder == "pip" else f"-{builder}"))
 
 
-def builder_of(runtime: dict) -> str:
-    """Which builder made the venv a runtime record (a cell's `inputs.runtime`) ran in: pip when it names none."""
+def venv_builder(runtime: dict) -> str | None:
+    """Which builder made the venv a runtime record (a cell's `inputs.runtime`) ran in: pip when it names none;
+    None for a container's runtime (its image, whatever built the venvs) or a record that names no launcher."""
+    if runtime.get("launcher") != "process":
+        return None
     return str(runtime.get("builder") or "pip").split()[0]
 
 
