@@ -9,6 +9,7 @@
     images.py   images build|prune|compose-env
     engine.py   engine start|stop|status|run
     deploy.py   deploy init|bucket
+    traces.py   trace shape|from-log|show (a trace from a load shape or an access log)
     prepare.py  the runtimes a local run needs, built before it starts
     output.py   the summary table, plain tables, exit codes
     progress_view.py  the progress lines of `airflow dags test`'s log, echoed as they come (a bar on a terminal)

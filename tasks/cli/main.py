@@ -11,6 +11,7 @@ set-up of runtimes, images, the Docker engine and a deployment. Each group of co
     python -m tasks.cli images build|prune|compose-env   images.py  container images
     python -m tasks.cli engine start|stop|status|run     engine.py  the local Docker engine
     python -m tasks.cli deploy init|bucket               deploy.py  a deployment's one-shot set-up
+    python -m tasks.cli trace shape|from-log|show        traces.py  make a trace (a load shape, an access log), show one
 
 Exit codes of run/demo/publish: 0 the run published and fully ok; 1 published but not fully ok (failed cells, failed
 validation, nothing measured, or a failing `check`); 2 refused before any work (bad input, store unreachable), or
@@ -29,12 +30,12 @@ import argparse
 import subprocess
 import sys
 
-from tasks.cli import contract, deploy, doctor, engine, images, local, runs, store
+from tasks.cli import contract, deploy, doctor, engine, images, local, runs, store, traces
 from tasks.cli.output import EXIT_INTERRUPTED, EXIT_REFUSED
 from tasks.core.errors import ServingEvalError
 from tasks.runtimes import interrupts
 
-COMMAND_GROUPS = (runs, local, store, contract, doctor, images, engine, deploy)
+COMMAND_GROUPS = (runs, local, store, contract, doctor, images, engine, deploy, traces)
 
 
 def parser() -> argparse.ArgumentParser:

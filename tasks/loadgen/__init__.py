@@ -15,6 +15,9 @@ It records; `tasks.validate` judges.
     histogram.py    HDR histograms to persist and merge
     sweep.py        which load to run next in a concurrency sweep or a rate search
     overload.py     an overload phase: half the capacity, a burst above it, half again; its figures and recovery
+    trace.py        a trace (arrival offsets): its file format, digest and replay schedule at a speed factor
+    load_shapes.py  step, ramp, spike and day shapes made traces, their parameters recorded
+    access_log.py   a team's access log made a trace (its timestamps)
     resources.py    the server's CPU, memory (and GPU) sampled during a load point; its memory, processes and
                     threads read once (`read_footprint`)
     protocols/      one codec per wire protocol: encode once, send, check every response

@@ -29,16 +29,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from tasks.core.errors import LoadTestError
 from tasks.core.paths import REPO_ROOT
 from tasks.core.spec import ModelSpec
 from tasks.loadgen.measurement import Measurement, ServerCounts, ServerTiming, summarize
-from tasks.loadgen.overload import OverloadPhases
 from tasks.loadgen.protocols.base import OK
 from tasks.loadgen.recording import Recording, window_stable
 from tasks.loadgen.settings import LoadSettings
 from tasks.loadgen.window_reader import ServerWindowReader
-from tasks.loadgen.worker import WINDOW_LINE, WorkerJob, prepare_worker
+from tasks.loadgen.worker import SCHEDULE_FILE, WINDOW_LINE, Schedule, WorkerJob, prepare_worker
 from tasks.runtimes import interrupts
 from tasks.serve.base import Endpoint
 
@@ -71,24 +72,29 @@ class PointHooks:
 def run_load_point(endpoint: Endpoint, spec: ModelSpec | None, settings: LoadSettings, workdir: Path, *,
                    cpus: tuple[int, ...] = (), server: ServerWindowReader | None = None,
                    hooks: PointHooks | None = None,
-                   phases: OverloadPhases | None = None) -> tuple[Measurement, Path]:
+                   schedule: Schedule | None = None) -> tuple[Measurement, Path]:
     """Drive `endpoint` at one load point; return the summary and the path of the merged raw recording.
 
     `server`, when given, is read before the start, at both ends of the measured time and after the point: the
     server's own count of successful requests, its timings (`measurement.ServerTiming`; a read that fails leaves
     the point without them, never fails it) and its CPU time, so its CPU is the one over exactly the window its
     throughput is counted in (`Measurement.server_window_cpu_pct`). `hooks`: the caller's part while the point
-    runs (`PointHooks`). `phases`, when given, replaces the open loop's steady schedule with an overload phase's
-    (tasks/loadgen/overload.py; `settings` then open loop, no warm-up, `duration_s` the phase's length).
+    runs (`PointHooks`). `schedule`, when given, replaces the open loop's steady schedule with its own send times: an
+    overload phase's (tasks/loadgen/overload.py) or a trace's replay (tasks/loadgen/trace.py); `settings` then open
+    loop, their warm-up plus `duration_s` the schedule's length).
     """
     hooks = hooks or PointHooks()
     interrupts.check()
     check_reachable(endpoint)
     workdir.mkdir(parents=True, exist_ok=True)
     job = workdir / "job.json"
+    schedule_file = None
+    if schedule is not None:  # written once: a long trace is too big for the job's JSON
+        schedule_file = str(workdir / SCHEDULE_FILE)
+        np.save(schedule_file, schedule.schedule_ns())
     job.write_text(WorkerJob(endpoint.host, endpoint.port, endpoint.model_name, endpoint.protocol,
                              json.loads(spec.to_json()) if spec else None, settings.to_dict(),
-                             phases.to_dict() if phases is not None else None).to_json())
+                             schedule_file).to_json())
     limit_s = settings.warmup_s + settings.duration_s + settings.request_timeout_s + PROCESS_GRACE_S
     procs: list[subprocess.Popen] = []
     scraper: ServerScraper | None = None

@@ -18,23 +18,35 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
+
+import numpy as np
 
 from tasks.core.spec import ModelSpec, make_inputs
 from tasks.loadgen import http_engine
 from tasks.loadgen.http_engine import arrival_schedule_ns
-from tasks.loadgen.overload import OverloadPhases
 from tasks.loadgen.protocols import get_codec
 from tasks.loadgen.recording import Recording
 from tasks.loadgen.settings import LoadSettings
 
 PR_SET_PDEATHSIG = 1
 WINDOW_LINE = "window "  # a worker's stdout line with one measured window's figures (JSON after it)
+SCHEDULE_FILE = "schedule.npy"  # an explicit schedule's send times, ns from the start, beside the job
+
+
+class Schedule(Protocol):
+    """Send times of an open-loop point other than its steady rate's: an overload phase
+    (tasks/loadgen/overload.py), a trace's replay (tasks/loadgen/trace.py)."""
+
+    def schedule_ns(self, stride: int = 1, offset: int = 0) -> np.ndarray:
+        """ns from the start; worker `offset` of `stride` takes every stride-th send."""
 
 
 @dataclass(frozen=True)
 class WorkerJob:
     """What every worker of one load point drives: the endpoint, its codec's protocol, the model's spec (None: a
-    request without tensors), the load settings, and an overload phase's schedule (None: the settings' own)."""
+    request without tensors), the load settings, and the file of an explicit schedule's send times (None: the
+    settings' own; `Schedule`)."""
 
     host: str
     port: int
@@ -42,7 +54,7 @@ class WorkerJob:
     protocol: str
     spec: dict | None
     settings: dict
-    phases: dict | None = None
+    schedule_file: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -124,8 +136,8 @@ def generate(job: WorkerJob, worker: int = 0, start_ns=None, on_window=None) -> 
     if settings.mode == "concurrency":
         return runner(engine.closed_loop(job.host, job.port, codec, settings, start_ns=start_ns,
                                          concurrency=share["concurrency"], on_window=on_window))
-    if job.phases:  # an overload phase: its stretches' steady rates, not the settings' one rate
-        schedule = OverloadPhases.from_dict(job.phases).schedule_ns(share["stride"], share["offset"])
+    if job.schedule_file:  # an overload phase or a trace: its own send times, not the settings' one rate
+        schedule = np.load(job.schedule_file)[share["offset"]::share["stride"]]
     else:
         schedule = arrival_schedule_ns(settings, seed=share["seed"], stride=share["stride"], offset=share["offset"])
     return runner(engine.open_loop(job.host, job.port, codec, settings, start_ns=start_ns, schedule_ns=schedule,

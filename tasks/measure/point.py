@@ -92,7 +92,7 @@ def run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: LoadS
             measurement, recording = run_load_point(endpoint, ctx.spec, settings, workdir,
                                                     cpus=ctx.budget.generator_cpus,
                                                     server=LiveServerWindowReader(probe.server, live), hooks=hooks,
-                                                    phases=phases)
+                                                    schedule=phases)
         host = probe.result
         if phases is not None:
             overload = summarize_overload(Recording.load(str(recording)), phases, settings.request_timeout_s)

@@ -52,6 +52,7 @@ def test_a_server_killed_in_its_burst_fails_that_cell_with_its_log_tail(tmp_path
     import psutil
 
     import tasks.measure.point
+    from tasks.loadgen.overload import OverloadPhases
 
     real_load_point = tasks.measure.point.run_load_point
     killed: list[int] = []
@@ -67,8 +68,8 @@ def test_a_server_killed_in_its_burst_fails_that_cell_with_its_log_tail(tmp_path
                 continue
 
     def load_point_with_a_kill(*args, **kwargs):
-        phases = kwargs.get("phases")
-        if phases is not None and not killed:  # the first burst: kill the server a second into it
+        phases = kwargs.get("schedule")
+        if isinstance(phases, OverloadPhases) and not killed:  # the first burst: kill the server a second into it
             threading.Timer(phases.burst_start_s + 1.0, kill_the_server).start()
         return real_load_point(*args, **kwargs)
 

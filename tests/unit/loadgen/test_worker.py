@@ -11,9 +11,9 @@ from tasks.loadgen.worker import WorkerJob, worker_share
 
 def test_the_job_the_coordinator_writes_is_the_job_the_worker_reads():
     settings = LoadSettings(mode="rate", load=40.0, workers=2)
-    job = WorkerJob("127.0.0.1", 8000, "mlp", "kserve_v2_rest", None, settings.to_dict(), {"burst_s": 2.0})
+    job = WorkerJob("127.0.0.1", 8000, "mlp", "kserve_v2_rest", None, settings.to_dict(), "/tmp/x/schedule.npy")
     back = WorkerJob.from_json(job.to_json())
-    assert back.load_settings == settings and back.phases == {"burst_s": 2.0}
+    assert back.load_settings == settings and back.schedule_file == "/tmp/x/schedule.npy"
     assert (back.host, back.port, back.model_name, back.protocol, back.spec) == ("127.0.0.1", 8000, "mlp",
                                                                               "kserve_v2_rest", None)
 
