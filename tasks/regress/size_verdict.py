@@ -3,7 +3,8 @@ looks at which the rounds stop, and the verdict the duet's finding and that size
 
 Per metric, each round gives one log ratio, candidate over reference, of the two sides measured alone minutes
 apart in a random order; their mean is the change's size (`change_pct`) and a t interval of it with K-1 degrees of
-freedom its interval (`change_ci`). The size is "alone on this host at this load point": what a team that serves the
+freedom its interval (`change_ci`), its standard error never below what a counted metric's requests can resolve
+(throughput: one request in n is a step of 1/n). The size is "alone on this host at this load point": what a team that serves the
 stack this way sees, not what a duet's two servers on one core see of it.
 
 Which metrics: the server's CPU time per request always; throughput only at closed-loop points (at an open-loop
@@ -48,7 +49,8 @@ from tasks.validate.outcome import judge_host
 ALPHA_SIZE = 0.05  # a size's error rate, spent over its looks: one look's interval is 95 %, as a size's always was
 SIZE_CONFIDENCE_PCT = 100 * (1 - ALPHA_SIZE)  # the interval of a size judged at one look
 SIZE_METRICS = ("server_cpu_us_per_request", "throughput_rps", "latency_ms_p50", "latency_ms_p99")
-CLOSED_LOOP_ONLY = ("throughput_rps",)  # at an open-loop rate throughput is the offered rate, not the stack's
+CLOSED_LOOP_ONLY = ("throughput_rps",)
+COUNTED = {"throughput_rps": "requests"}  # metric -> the count it is made of in a round (`_count_floor_se`)  # at an open-loop rate throughput is the offered rate, not the stack's
 SCOPE = "alone on this host at this load point"
 UNCERTAIN = {"regression": "regression_uncertain", "improvement": "improvement_uncertain"}
 FLAGGED = ("regression", "improvement", "undecided")  # duet verdicts whose size the rounds wait for
@@ -77,6 +79,27 @@ def _ratios(rounds: list[dict], metric: str) -> list[float]:
     return out
 
 
+def _count_floor_se(rounds: list[dict], metric: str) -> float | None:
+    """The standard error a counted metric's mean log ratio has from its counts alone (None: not a counted metric).
+
+    A round's throughput is its requests over a fixed time: one request more or fewer is a step of about 1/n in
+    log, and where in that step the true rate lies is unknown, a uniform error of variance 1/(12 n^2) per side.
+    Rounds of a slow model can then agree exactly (31 requests on both sides, four times) and their spread, 0,
+    would claim a size of exactly +0.0 % [0.0, 0.0]; the counts cannot resolve that, so the interval is never
+    narrower than they can."""
+    count = COUNTED.get(metric)
+    if count is None:
+        return None
+    variance = 0.0
+    for one in rounds:
+        sides = one.get("sides") or {}
+        counts = [(sides.get(side) or {}).get(count) for side in ("reference", "candidate")]
+        if not all(isinstance(n, int | float) and n > 0 for n in counts):
+            return None
+        variance += sum(1.0 / (12.0 * n * n) for n in counts)
+    return math.sqrt(variance) / len(rounds) if rounds else None
+
+
 def interval_at(size: dict, confidence_pct: float) -> list[float] | None:
     """The size's interval ([low, high], %) at another two-sided confidence (None: the size has no interval)."""
     if size.get("log_se") is None:
@@ -90,7 +113,8 @@ def interval_at(size: dict, confidence_pct: float) -> list[float] | None:
 def size_metric(rounds: list[dict], metric: str, mode: str, confidence_pct: float = SIZE_CONFIDENCE_PCT) -> dict:
     """One metric's size over the rounds: change_pct, change_ci ([low, high], %, at `confidence_pct`), the log mean,
     standard error and degrees of freedom it rests on, the rounds and those left out (no figure on both sides), or
-    a reason where there is none."""
+    a reason where there is none. The standard error is the rounds' spread's, or the counts' resolution where that
+    is wider (`_count_floor_se`)."""
     out = {"metric": metric, "rounds": 0, "left_out": 0, "change_pct": None, "change_ci": None, "reason": None,
            "confidence_pct": confidence_pct, "log_mean": None, "log_se": None, "df": None}
     if metric in CLOSED_LOOP_ONLY and mode != "concurrency":
@@ -103,8 +127,10 @@ def size_metric(rounds: list[dict], metric: str, mode: str, confidence_pct: floa
         out["reason"] = f"{len(ratios)} round(s) with the figure on both sides{why}: a size needs two"
         return out
     mean = statistics.fmean(ratios)
-    out.update(change_pct=100.0 * math.expm1(mean), log_mean=mean,
-               log_se=statistics.stdev(ratios) / math.sqrt(len(ratios)), df=len(ratios) - 1)
+    spread_se = statistics.stdev(ratios) / math.sqrt(len(ratios))
+    floor_se = _count_floor_se([r for r in rounds if _ratios([r], metric)], metric)
+    out.update(change_pct=100.0 * math.expm1(mean), log_mean=mean, log_se=max(spread_se, floor_se or 0.0),
+               df=len(ratios) - 1)
     out["change_ci"] = interval_at(out, confidence_pct)
     return out
 
