@@ -7,6 +7,7 @@ import shlex
 
 from tasks.cli.main import main
 from tasks.cli.output import EXIT_REFUSED
+from tasks.cli.traces import describe
 from tasks.core.paths import REPO_ROOT
 from tasks.loadgen.trace import read_trace
 
@@ -23,6 +24,7 @@ def test_a_shape_is_written_and_shown(tmp_path, capsys):
     capsys.readouterr()
     assert main(["trace", "show", str(out)]) == 0
     shown = capsys.readouterr().out
+    assert shown.strip() == describe(trace)
     assert "24 arrivals" in shown and trace.digest in shown and "peak 20 req/s" in shown
 
 
