@@ -4,8 +4,8 @@ looks at which the rounds stop, and the verdict the duet's finding and that size
 Per metric, each round gives one log ratio, candidate over reference, of the two sides measured alone minutes
 apart in a random order; their mean is the change's size (`change_pct`) and a t interval of it with K-1 degrees of
 freedom its interval (`change_ci`), its standard error never below what a counted metric's requests can resolve
-(throughput: one request in n is a step of 1/n). The size is "alone on this host at this load point": what a team that serves the
-stack this way sees, not what a duet's two servers on one core see of it.
+(throughput: one request in n is a step of 1/n). The size is "alone on this host at this load point": what a team
+that serves the stack this way sees, not what a duet's two servers on one core see of it.
 
 Which metrics: the server's CPU time per request always; throughput only at closed-loop points (at an open-loop
 rate throughput is the offered rate); p50 and p99, the p99 only from rounds whose two sides each held enough requests
@@ -49,8 +49,8 @@ from tasks.validate.outcome import judge_host
 ALPHA_SIZE = 0.05  # a size's error rate, spent over its looks: one look's interval is 95 %, as a size's always was
 SIZE_CONFIDENCE_PCT = 100 * (1 - ALPHA_SIZE)  # the interval of a size judged at one look
 SIZE_METRICS = ("server_cpu_us_per_request", "throughput_rps", "latency_ms_p50", "latency_ms_p99")
-CLOSED_LOOP_ONLY = ("throughput_rps",)
-COUNTED = {"throughput_rps": "requests"}  # metric -> the count it is made of in a round (`_count_floor_se`)  # at an open-loop rate throughput is the offered rate, not the stack's
+CLOSED_LOOP_ONLY = ("throughput_rps",)  # at an open-loop rate throughput is the offered rate, not the stack's
+COUNTED = {"throughput_rps": "requests"}  # metric -> the count it is made of in a round (`_count_floor_se`)
 SCOPE = "alone on this host at this load point"
 UNCERTAIN = {"regression": "regression_uncertain", "improvement": "improvement_uncertain"}
 FLAGGED = ("regression", "improvement", "undecided")  # duet verdicts whose size the rounds wait for
