@@ -123,10 +123,19 @@ def event_loop_runner() -> Callable:
         return asyncio.run
 
 
+def warm_window_figures() -> None:
+    """Run, before the load point starts, the numpy call its window reports make while it runs: the first
+    `np.percentile` of a process loads its code lazily (about 14 ms here), and at the first window's end that
+    stall made the open loop's sends due then 6-10 ms late, every point (two generator late starts of 139 in a
+    trace replay, five on a busier host: `generator_saturated`)."""
+    np.percentile(np.arange(4, dtype=np.float64), (50, 99))
+
+
 def generate(job: WorkerJob, worker: int = 0, start_ns=None, on_window=None) -> Recording:
     """Drive this worker's share of the job's load point and return its recording (`on_window` receives each
     measured window's figures as it ends)."""
     settings = job.load_settings
+    warm_window_figures()
     codec = make_codec(job, settings)
     share = worker_share(settings, worker)
     runner = event_loop_runner()
