@@ -48,14 +48,17 @@ from tasks.plan.config import (
     MAX_RECORD_NIGHTS,
     MAX_SIZE_BUDGET_S,
     MAX_SIZE_ROUNDS,
+    MAX_SPEED,
     MAX_STORE_WAIT_S,
     MIN_NIGHT_BUDGET_S,
+    MIN_SPEED,
     PROTOCOLS,
     RUN_MODES,
     SSE_MODES,
     RunConfig,
     model_names,
     server_names,
+    trace_names,
 )
 from tasks.plan.deadline_alert import alert_interval_s
 from tasks.plan.hosts import deployed_hosts
@@ -133,6 +136,19 @@ def _connection(conn_id: str):
         "rate_search": suite_param("boolean", title="Rate search (open loop)",
                              description="the highest rate with p99 <= p99_bound_ms, doubling from min(rates) "
                                          "then bisecting (MLPerf Server style)", section="Load"),
+        "traces": suite_param("array", items={"type": "string", "enum": trace_names()}, examples=trace_names(),
+                              title="Traces (replayed on every stack)",
+                              description="workloads/traces/<name>.csv, replayed in open loop at its offsets on "
+                                          "each stack's efficient wires (docs/measuring.md, Traces)", section="Load"),
+        "trace_speeds": suite_param("array", minItems=1,
+                                    items={"type": "number", "minimum": MIN_SPEED, "maximum": MAX_SPEED},
+                                    title="Trace speeds (1: as recorded)", section="Load"),
+        "trace_search": suite_param("boolean", title="Trace speed search",
+                                    description="per trace, the largest speed with p99 <= p99_bound_ms, doubling "
+                                                "from min(trace_speeds) then bisecting", section="Load"),
+        "trace_models": suite_param("array", items={"type": "string", "enum": model_names()},
+                                    title="Models the traces are replayed for",
+                                    description="empty: every model of the run", section="Load"),
         "p99_bound_ms": suite_param("number", exclusiveMinimum=0,
                               title="p99 bound of the sweeps, ms", section="Load"),
         "confidence_pct": suite_param("number", minimum=50, exclusiveMaximum=100,

@@ -1,6 +1,6 @@
 """Traces: make one from a load shape or an access log, and say what one holds (docs/measuring.md#traces).
 
-    python -m tasks.cli trace shape day --params '{"mean_rps": 4, "peak_ratio": 1.8, "length_s": 60}' \\
+    python -m tasks.cli trace shape day --params '{"mean_rps": 8, "peak_ratio": 1.8, "length_s": 60}' \\
         --arrival poisson --seed 1 --out workloads/traces/synthetic-day.csv
     python -m tasks.cli trace from-log access.log --format clf --match 'POST /v2/models/.+/infer' --out my.csv
     python -m tasks.cli trace show workloads/traces/synthetic-day.csv

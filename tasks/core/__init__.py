@@ -8,6 +8,7 @@
     verdicts.py  the regression check's verdicts that count as a regression or an improvement
     results.py   the results table contract: each column once (type, unit, meaning, since), the cell key, the
                  Arrow schema of Parquet, CSV, the data dictionary (docs/results-reference.md)
+    workloads.py what a row was sent (`workload`): the fixed request, or a replayed trace's label
     confidence.py  how sure a latency claim is: percentile counts and intervals, bound decisions over looks
     cost.py      what serving costs: core-seconds and GPU-seconds per 1,000 inferences, the price of a million
     metadata.py  provenance: host, CPU, GPU, code version, the measuring host's name

@@ -12,14 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasks.core.metrics import METRICS
+from tasks.core.workloads import row_workload
 
-SCHEMA_VERSION = "1.8"  # what each version changed: SCHEMA_CHANGES
+SCHEMA_VERSION = "1.9"  # what each version changed: SCHEMA_CHANGES
 # `contended` (1.5): the point ran cleanly but other work took the host's CPU while it ran, twice (docs/measuring.md)
 STATUSES = ("ok", "contended", "failed", "skipped")
 OVERLOAD_MODE = "overload"  # the `mode` of an overload row (1.7): a burst above capacity, not a steady load point
-CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id", "protocol")
+CELL_KEY = ("model", "format", "server", "launcher", "device", "batch_size", "mode", "load", "config_id", "protocol",
+            "workload")
 SESSION_KEY = CELL_KEY[:5]  # model, format, server, launcher, device: what one server session serves and where
-POINT_KEY = (*CELL_KEY[:8], "protocol")  # a planned point: the cell key before a configuration, and its wire
+POINT_KEY = (*CELL_KEY[:8], "protocol", "workload")  # a planned point: the cell key before a configuration, its wire
+KEY_DEFAULTED = ("config_id", "protocol", "workload")  # key fields older rows and records lack: `cell_key` fills them
 DEFAULT_CONFIG_ID = "default"  # the `config_id` of an untuned server's rows (tasks/serve/knobs.py)
 # The kinds of wire a stack is spoken to over (the `wire` column): tensors as JSON text over REST, as bytes over
 # REST (KServe v2 binary tensor data extension, raw bodies), or as bytes in gRPC messages.
@@ -120,9 +123,14 @@ CONTRACT: tuple[Column, ...] = (
         _col("device", STRING, "`cpu` or `gpu`"),
         _col("batch_size", INT, "samples in one request", "samples"),
         _col("mode", STRING, "`concurrency` (closed loop) or `rate` (open loop); a sweep's rows carry their point's "
-                             "mode; `overload` (1.7): an overload phase, its figures in the Overload columns"),
+                             "mode; `overload` (1.7): an overload phase, its figures in the Overload columns; "
+                             "`trace` (1.9): a trace replayed in open loop at its offsets"),
         _col("load", FLOAT, "the load point: connections in concurrency mode, requests per second in rate mode, the "
-                            "burst's multiple of capacity in overload mode", "connections | req/s | × capacity"),
+                            "burst's multiple of capacity in overload mode, the replay's speed (1: as recorded) in "
+                            "trace mode", "connections | req/s | × capacity | × speed"),
+        _col("workload", STRING, "what was sent: `fixed` (one seeded request at the load; every row before 1.9) or "
+                                 "`trace:<name>@<digest>` (a replayed trace, `mode` trace: docs/measuring.md#traces); "
+                                 "part of the cell key", since="1.9"),
     ),
     *_columns(
         "What was served",
@@ -438,6 +446,8 @@ SCHEMA_CHANGES = {
            "(`latency_ms_<p>_at_least`); the p99 bound decided (`p99_bound_ms`, `p99_bound_verdict`, "
            "`p99_bound_exceed`, `p99_bound_rate_high_pct`, `p99_bound_more_requests`, `p99_bound_confidence_pct`, "
            "`p99_bound_looks`, `p99_bounds`) and points lengthened while undecided (`lengthened`)",
+    "1.9": "`workload` in the cell key (rows before it read `fixed`); mode `trace`: a recorded or generated trace "
+           "replayed at its offsets, `load` its speed factor",
 }
 
 
@@ -450,9 +460,10 @@ def row_protocol(row: dict[str, Any]) -> str:
 
 def cell_key(row: dict[str, Any]) -> tuple:
     """The cell key of a row (or a planned cell's fields): the one spelling of it. Rows from before schema 1.3 (no
-    `config_id`) ran the default configuration; rows from before 1.1 (no `protocol`) their server's REST JSON."""
+    `config_id`) ran the default configuration; rows from before 1.1 (no `protocol`) their server's REST JSON; rows
+    from before 1.9 (no `workload`) the fixed request."""
     return tuple((row.get(k) or DEFAULT_CONFIG_ID) if k == "config_id" else row_protocol(row) if k == "protocol"
-                 else row.get(k) for k in CELL_KEY)
+                 else row_workload(row) if k == "workload" else row.get(k) for k in CELL_KEY)
 
 
 def empty_row() -> dict[str, Any]:

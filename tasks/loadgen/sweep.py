@@ -125,10 +125,21 @@ def doubling(start: int, limit: int) -> list[int]:
     return out
 
 
+@dataclass(frozen=True)
+class SearchLimits:
+    """How far a rate search goes: until its bracket is within `resolution_pct`, in at most `max_points` points;
+    `unit` names what it searches in its stop reason (a trace's search is over the replay's speed, which
+    `run_point` gets as `load`)."""
+    resolution_pct: float = 5.0
+    max_points: int = DEFAULT_MAX_POINTS
+    unit: str = "req/s"
+
+
 def rate_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSettings, *, start_rps: float,
-               bound: BoundRule, max_error_rate: float = 0.0,
-               resolution_pct: float = 5.0, max_points: int = DEFAULT_MAX_POINTS,
+               bound: BoundRule, max_error_rate: float = 0.0, limits: SearchLimits = SearchLimits(),
                longer: LongerLook | None = None) -> SweepResult:
+    """The rate search of the module's docstring, within `limits`."""
+    resolution_pct, max_points, unit = limits.resolution_pct, limits.max_points, limits.unit
     if not start_rps > 0:
         raise ConfigError("start_rps", start_rps, "must be > 0 requests/s")
     if not 2 <= max_points <= 100:
@@ -161,7 +172,8 @@ def rate_sweep(run_point: Callable[[LoadSettings], Measurement], base: LoadSetti
             else:
                 bad = mid
         reason = "resolution reached" if (bad - low) <= bad * resolution_pct / 100 else "max_points reached"
-    best, note = _claimed_rate(points, bound, max_error_rate, longer and (longer.confirm, measure, longer.held_rps()))
+    best, note = _claimed_rate(points, bound, max_error_rate, longer and (longer.confirm, measure, longer.held_rps()),
+                               unit)
     return SweepResult(tuple(points), best, reason + note)
 
 
@@ -177,7 +189,8 @@ def _rate_verdict(m: Measurement, bound: BoundRule, max_error_rate: float) -> st
 
 
 def _claimed_rate(points: list[tuple[float, Measurement]], bound: BoundRule, max_error_rate: float,
-                  looking: tuple[Confirm, Callable[[float], Measurement], float] | None) -> tuple[float | None, str]:
+                  looking: tuple[Confirm, Callable[[float], Measurement], float] | None,
+                  unit: str = "req/s") -> tuple[float | None, str]:
     """The highest rate whose bound holds, after the longer looks STEP_DOWN below the highest passing rate where
     that is undecided (`looking`: the look, the point's first look, appended to `points`, and the throughput held
     outside the sweep, below which no look is taken), and what the stop reason adds."""
@@ -215,6 +228,6 @@ def _claimed_rate(points: list[tuple[float, Measurement]], bound: BoundRule, max
     if looked:
         note = f"; looked at longer, {STEP_DOWN:g} x below {passing:g} req/s: {', '.join(looked)}" + note
     if best is None and passing:
-        note += (f"; no rate decided within {bound.bound_ms:g} ms (the highest passing on its point estimate, "
-                 f"{passing:g} req/s, undecided)")
+        note += (f"; no {'rate' if unit == 'req/s' else 'speed'} decided within {bound.bound_ms:g} ms (the highest "
+                 f"passing on its point estimate, {passing:g} {unit}, undecided)")
     return best, note

@@ -43,6 +43,8 @@ MAX_ARRIVALS = 2_000_000  # a trace longer than this is a night's traffic for a 
 MIN_SPEED, MAX_SPEED = 0.01, 1000.0
 DIGEST_CHARS = 12
 LAST_ARRIVAL_S = 0.001
+TRACES_DIR = Path(__file__).resolve().parents[2] / "workloads" / "traces"
+TRACES_ENV = "SERVING_EVAL_TRACES"  # more folders of traces (os.pathsep-separated), as $SERVING_EVAL_MODELS for specs
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,3 +205,50 @@ def write_trace(path: Path, trace: Trace, made_by: str = "") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join([*head, COLUMN, body]) + "\n")
     return path
+
+
+def trace_catalogue() -> dict[str, Path]:
+    """Trace name -> file, for every `*.csv` in `workloads/traces/` and in the folders of `$SERVING_EVAL_TRACES`
+    (a team's own traces kept outside the repository; `workloads/traces/` wins a name clash)."""
+    import os
+
+    folders = [TRACES_DIR, *(Path(p) for p in os.environ.get(TRACES_ENV, "").split(os.pathsep) if p)]
+    found: dict[str, Path] = {}
+    for folder in folders:
+        for path in sorted(folder.glob("*.csv")):
+            found.setdefault(path.stem, path)
+    return dict(sorted(found.items()))
+
+
+def load_trace(name: str, field_name: str = "traces") -> Trace:
+    """The catalogue's trace `name`; an unknown name is an error naming `field_name` and the traces there are."""
+    known = trace_catalogue()
+    if name not in known:
+        raise ConfigError(field_name, name, f"must be one of the traces {sorted(known)} (workloads/traces/*.csv, "
+                                            f"or a folder in ${TRACES_ENV})")
+    return read_trace(known[name], name)
+
+
+def replay_of(workload: str, speed: float) -> TraceReplay:
+    """The replay of a planned trace cell: its workload label's trace, read from the catalogue again and checked
+    against the label's digest (a trace file changed since the plan is another trace: the cell fails, naming it)."""
+    kind, _, rest = workload.partition(":")
+    name, _, digest = rest.partition("@")
+    if kind != "trace" or not name:
+        raise ConfigError("workload", workload, "must be a trace's label, trace:<name>@<digest>")
+    trace = load_trace(name, "workload")
+    if digest and trace.digest != digest:
+        raise ConfigError("workload", workload, f"trace {name} changed since the run was planned: its offsets' digest "
+                                                f"is {trace.digest} now ({trace_catalogue()[name]})")
+    return TraceReplay(trace, speed)
+
+
+TRACE_SEARCH_REPLAYS = 3  # a speed search's planned time, in replays at its start speed: doubling halves each point's
+
+
+def planned_replay_s(workload: str, speed: float, search: bool = False) -> float:
+    """The replay time a trace cell is planned at before a night has measured it: one replay at `speed`, or a speed
+    search from `speed` (TRACE_SEARCH_REPLAYS replays' time: its doubling points sum to under two, the bisection's
+    faster ones to about one more)."""
+    one = replay_of(workload, speed).length_s + LAST_ARRIVAL_S
+    return one * (TRACE_SEARCH_REPLAYS if search else 1)

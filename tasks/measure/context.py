@@ -10,7 +10,9 @@ from tasks.convert import Artifact
 from tasks.core.errors import ConfigError
 from tasks.core.results import CELL_KEY, DEFAULT_CONFIG_ID, empty_row
 from tasks.core.spec import ModelSpec
+from tasks.core.workloads import TRACE_MODE, TRACE_MODES
 from tasks.loadgen.settings import LoadSettings
+from tasks.loadgen.trace import TraceReplay, replay_of
 from tasks.measure.bounds import run_bounds
 from tasks.measure.lifecycle import ServerLifeProfile
 from tasks.plan.cells import Cell, Session
@@ -78,15 +80,25 @@ class SessionContext:
 
     def load_settings(self, cell: Cell, mode: str | None = None, load: float | None = None) -> LoadSettings:
         """The load point of `cell` (at `mode` and `load` when given: a sweep's first point) under the run's
-        timing, stability, timeout and arrival Params."""
+        timing, stability, timeout and arrival Params; a trace's point (mode `trace`, `load` its speed) is open loop
+        for the replay's length (`TraceReplay.settings`)."""
         config = self.config
-        return LoadSettings(
-            mode=mode or cell.mode, load=cell.load if load is None else load, batch_size=cell.batch_size,
-            duration_s=config.duration_s, warmup_s=config.warmup_s, window_s=config.window_s,
-            stability_pct=config.stability_pct, request_timeout_s=config.request_timeout_s,
+        mode, load = mode or cell.mode, cell.load if load is None else load
+        base = LoadSettings(
+            mode="rate" if mode == TRACE_MODE else mode, load=1.0 if mode == TRACE_MODE else load,
+            batch_size=cell.batch_size, duration_s=config.duration_s, warmup_s=config.warmup_s,
+            window_s=config.window_s, stability_pct=config.stability_pct, request_timeout_s=config.request_timeout_s,
             stop_when_stable=config.stop_when_stable, min_windows=config.min_windows, workers=config.workers,
             arrival=config.arrival, bounds_ms=run_bounds(config),
         )
+        return self.trace_replay(cell, load).settings(base) if mode == TRACE_MODE else base
+
+    @staticmethod
+    def trace_replay(cell: Cell, speed: float | None = None) -> TraceReplay | None:
+        """The replay a trace cell's point sends (at `speed`, default the cell's `load`); None for other cells."""
+        if cell.mode not in TRACE_MODES:
+            return None
+        return replay_of(cell.workload, cell.load if speed is None else speed)
 
 
 @dataclass

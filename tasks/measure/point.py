@@ -71,8 +71,8 @@ class PointRun:
 
 def run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: LoadSettings | None = None,
                phases: OverloadPhases | None = None) -> PointRun:
-    """Drive one load point once (`settings`, default the cell's; `phases`: an overload phase's schedule), with the
-    server's resources and the host's state read around it."""
+    """Drive one load point once (`settings`, default the cell's; `phases`: an overload phase's schedule; a trace
+    cell's point sends its replay's), with the server's resources and the host's state read around it."""
     live, run = life.live, ctx.run
     fields: dict = {}
     measurement, load_error, host, overload = None, None, None, None
@@ -92,7 +92,7 @@ def run_point(ctx: SessionContext, life: ServerLife, cell: Cell, settings: LoadS
             measurement, recording = run_load_point(endpoint, ctx.spec, settings, workdir,
                                                     cpus=ctx.budget.generator_cpus,
                                                     server=LiveServerWindowReader(probe.server, live), hooks=hooks,
-                                                    schedule=phases)
+                                                    schedule=phases if phases is not None else ctx.trace_replay(cell))
         host = probe.result
         if phases is not None:
             overload = summarize_overload(Recording.load(str(recording)), phases, settings.request_timeout_s)

@@ -1,14 +1,15 @@
-"""A sweep cell of a server life: its load points one after another (tasks/loadgen/sweep.py's concurrency sweep or
-rate search), one row per point, until the sweep's stop rule or a point that ends it; the point the sweep's answer
-hinges on looked at longer where the run lengthens (tasks/measure/bounds.py), its row replaced by that look's; not
-where a point of the server life (another wire's, another sweep's) already holds as fast."""
+"""A sweep cell of a server life: its load points one after another (tasks/loadgen/sweep.py's concurrency sweep, or
+its rate search over rates or, for a trace, over the replay's speed), one row per point, until the sweep's stop rule
+or a point that ends it; the point the sweep's answer hinges on looked at longer where the run lengthens
+(tasks/measure/bounds.py), its row replaced by that look's; not where a point of the server life (another wire's,
+another sweep's) already holds as fast."""
 
 from __future__ import annotations
 
 from tasks.core.errors import ConfigError
 from tasks.loadgen.measurement import Measurement
 from tasks.loadgen.settings import LoadSettings
-from tasks.loadgen.sweep import LongerLook, concurrency_sweep, rate_sweep
+from tasks.loadgen.sweep import LongerLook, SearchLimits, concurrency_sweep, rate_sweep
 from tasks.measure.bounds import bound_rule
 from tasks.measure.context import ServerLife, SessionContext, not_measured
 from tasks.measure.point import SERVER_FAILED, lengthen_point, measure_point
@@ -31,8 +32,8 @@ def measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dic
     rows: list[dict] = []
 
     def run_point(settings: LoadSettings) -> Measurement:
-        load = float(settings.load)
-        row, measurement = measure_point(ctx, life, cell.point(settings.mode, load), lengthen=False)
+        load = float(settings.load)  # a trace search's: the speed (its point's settings are the replay's)
+        row, measurement = measure_point(ctx, life, cell.point(SWEEP_MODES[cell.mode], load), lengthen=False)
         lower_ok = any(r["status"] in MEASURED_STATUSES and r["load"] < load for r in rows)
         rows.append(row)
         if measurement is None or row.get(SERVER_FAILED):
@@ -71,9 +72,11 @@ def measure_sweep(ctx: SessionContext, life: ServerLife, cell: Cell) -> list[dic
         else:
             rule = bound_rule(config)
             if rule is None:
-                raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when rate_search is on")
+                raise ConfigError("p99_bound_ms", None, f"must be set (> 0 ms) when "
+                                                        f"{cell.mode.replace('-', '_')} is on")
             result = rate_sweep(run_point, base, start_rps=cell.load, bound=rule, max_error_rate=config.max_error_rate,
-                                longer=longer)
+                                longer=longer, limits=SearchLimits(unit="req/s" if cell.mode == "rate-search"
+                                                                   else "x speed"))
         events["sweep"] = {"stop_reason": result.stop_reason, "best_load": result.best_load, "points": len(rows)}
     except _SweepStopped as exc:
         events["sweep"] = {"stop_reason": f"a point failed: {exc}"[:500], "best_load": None, "points": len(rows)}

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from tasks.core.confidence import row_verdict
 from tasks.core.results import OVERLOAD_MODE
-from tasks.plan.cells import Cell, Plan, planned_wires, rows_of
-from tasks.plan.config import RunConfig
+from tasks.core.workloads import FIXED_WORKLOAD
+from tasks.plan.cells import Cell, Plan, efficient_wires, rows_of
 from tasks.plan.past_nights import PastNight
-from tasks.serve.servers import get_server
 
 # One session's throughput moves this much between nights with nothing changed on the 2-core VM (docs/regressions.md:
 # 6-15 % within the hour): two figures of different nights closer than this are not told apart
@@ -61,14 +60,6 @@ def cell_past(cell: Cell, nights: list[PastNight]) -> CellPast:
     return CellPast(None, None, None, waited)
 
 
-def efficient_wires(config: RunConfig, server_name: str) -> tuple[str, ...]:
-    """The wires a stack is ranked on: every wire it speaks in this run but REST JSON, or JSON where it speaks no
-    other."""
-    spoken = [wire for wire, skip in planned_wires(config.protocols, get_server(server_name)) if skip is None]
-    fast = tuple(w for w in spoken if w != "json")
-    return fast or tuple(spoken)
-
-
 def _stack(row_or_cell) -> str:
     get = row_or_cell.get if isinstance(row_or_cell, dict) else lambda k: getattr(row_or_cell, k)
     return f"{get('server')}/{get('format')}"
@@ -89,7 +80,8 @@ def stack_figures(plan: Plan, pasts: dict[str, CellPast]) -> dict[tuple[str, int
             continue
         fast = efficient_wires(config, session.server)
         for cell in session.cells:
-            if cell.skip or cell.mode == OVERLOAD_MODE or (cell.wire or "json") not in fast:
+            if (cell.skip or cell.mode == OVERLOAD_MODE or cell.workload != FIXED_WORKLOAD
+                    or (cell.wire or "json") not in fast):  # the answers are the fixed request's
                 continue
             group = (cell.model, cell.batch_size)
             stacks.setdefault(group, set()).add(_stack(cell))

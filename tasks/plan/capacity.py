@@ -25,7 +25,9 @@ from dataclasses import asdict, dataclass
 
 from tasks.core.errors import ConfigError
 from tasks.core.results import OVERLOAD_MODE
+from tasks.core.workloads import TRACE_MODE, TRACE_MODES
 from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, MAX_CONFIRMS, doubling
+from tasks.loadgen.trace import planned_replay_s
 from tasks.plan.cells import lengthens
 
 
@@ -148,7 +150,9 @@ def measuring_estimate_s(cells: list, config) -> tuple[float, float, float]:
     for cell in cells:
         if cell.skip:
             continue
-        if cell.mode == "concurrency-sweep":
+        if cell.mode in TRACE_MODES:  # a trace's point is its replay: counted in points' seconds as that many
+            points += planned_replay_s(cell.workload, cell.load, cell.mode != TRACE_MODE) / point
+        elif cell.mode == "concurrency-sweep":
             points += len(doubling(config.workers, int(cell.load)))
         elif cell.mode == "rate-search":
             points += DEFAULT_MAX_POINTS

@@ -19,6 +19,7 @@ from tasks.convert.graph import reachable_formats
 from tasks.core.errors import ConfigError
 from tasks.core.results import DEFAULT_CONFIG_ID, OVERLOAD_MODE, SESSION_KEY, WIRES, cell_key, row_protocol
 from tasks.core.spec import load_spec
+from tasks.core.workloads import FIXED_WORKLOAD, TRACE_MODE, row_workload, workload_tag
 from tasks.loadgen.overload import OVERLOAD_FACTORS
 from tasks.plan.config import BEST, RunConfig
 from tasks.plan.control import CONTROL_SESSION_PREFIX, control_cell, covered
@@ -28,22 +29,25 @@ from tasks.serve.servers import get_server
 
 # An overload cell (Param overload) is one burst at `load` times the capacity the session's earlier points measured
 # (tasks/loadgen/overload.py); one row, mode `overload`.
-# A sweep cell (Params concurrency_sweep=doubling, rate_search) is one planned cell whose rows are the points
-# it measured, each with the point's mode and load; its own `load` is the sweep's bound (the largest
-# concurrency) or start (the smallest rate). How many points it runs is only known after it ran.
-SWEEP_MODES = {"concurrency-sweep": "concurrency", "rate-search": "rate"}
+# A sweep cell (Params concurrency_sweep=doubling, rate_search, trace_search) is one planned cell whose rows are the
+# points it measured, each with the point's mode and load; its own `load` is the sweep's bound (the largest
+# concurrency) or start (the smallest rate, the slowest speed). How many points it runs is only known after it ran.
+# A trace cell (Param traces) replays one trace at `load` times its recorded speed, its `workload` the trace's label.
+SWEEP_MODES = {"concurrency-sweep": "concurrency", "rate-search": "rate", "trace-search": TRACE_MODE}
 SWEEP_GROUP = (*SESSION_KEY, "batch_size")
 
 
 def cell_id(cell: Any) -> str:
     """A cell's name in logs, timelines and exclusions: model.format.server.launcher.device.b<batch>.<mode><load>,
-    then .<wire> for a wire other than json (`cell` a Cell or a row; rows before 1.5 have no wire: no suffix)."""
+    then .<wire> for a wire other than json (`cell` a Cell or a row; rows before 1.5 have no wire: no suffix), then
+    .<trace name> for a workload other than the fixed request (tasks/core/results.py `workload_tag`)."""
     get = cell.get if isinstance(cell, dict) else lambda k: getattr(cell, k, None)
     load = get("load")
     load_txt = str(int(load)) if float(load).is_integer() else f"{load:g}"
-    wire = get("wire")
+    wire, tag = get("wire"), workload_tag(get("workload"))
     return (f"{get('model')}.{get('format')}.{get('server')}.{get('launcher')}.{get('device')}"
-            f".b{get('batch_size')}.{get('mode')}{load_txt}{f'.{wire}' if wire and wire != 'json' else ''}")
+            f".b{get('batch_size')}.{get('mode')}{load_txt}{f'.{wire}' if wire and wire != 'json' else ''}"
+            f"{f'.{tag}' if tag else ''}")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class Cell:
     protocol: str | None = None  # the codec; a cell skipped for want of its wire carries the wire's name
     wire: str | None = None  # json | binary | grpc (None: a plan written before wires, its server's REST JSON)
     skip: str | None = None  # why the cell is not measured (its server lacks the wire): a `skipped` row
+    workload: str = FIXED_WORKLOAD  # what is sent (results `workload`): the fixed request, or a trace's label
     cell_id: str = ""  # cell_id(self) unless given (a sweep's point: the sweep's id and "@<load>")
 
     def __post_init__(self) -> None:
@@ -133,10 +138,10 @@ def rows_of(cell: Cell, rows: list[dict]) -> list[dict]:
     if not cell.is_sweep:
         return [r for r in rows if all(r[k] == getattr(cell, k) for k in ("model", "format", "server", "batch_size",
                                                                           "mode", "load"))
-                and row_protocol(r) == protocol]
+                and row_protocol(r) == protocol and row_workload(r) == cell.workload]
     modes = (cell.mode, SWEEP_MODES[cell.mode])
     return [r for r in rows if r["mode"] in modes and all(r[k] == getattr(cell, k) for k in SWEEP_GROUP)
-            and row_protocol(r) == protocol]
+            and row_protocol(r) == protocol and row_workload(r) == cell.workload]
 
 
 def expected_rows(sessions: list[Session], rows: list[dict]) -> int:
@@ -209,13 +214,21 @@ def planned_wires(protocols: tuple[str, ...], server) -> list[tuple[str, str | N
     return planned
 
 
+def efficient_wires(config: RunConfig, server_name: str) -> tuple[str, ...]:
+    """The wires a stack is ranked on, and its traces replayed over: every wire it speaks in this run but REST JSON,
+    or JSON where it speaks no other."""
+    spoken = [wire for wire, skip in planned_wires(config.protocols, get_server(server_name)) if skip is None]
+    fast = tuple(w for w in spoken if w != "json")
+    return fast or tuple(spoken)
+
+
 def lengthens(cell: Cell, config: RunConfig) -> bool:
     """Whether the run gives `cell`'s undecided hinge points a longer look: it lengthens (`max_point_s`), and the cell
-    is on one of its stack's efficient wires (any wire but REST JSON, or JSON where the run measures no other)."""
-    if config.max_point_s is None:
+    is on one of its stack's efficient wires (any wire but REST JSON, or JSON where the run measures no other). A
+    trace's points are never lengthened: the trace is the point, its length its own."""
+    if config.max_point_s is None or cell.workload != FIXED_WORKLOAD:
         return False
-    wires = [wire for wire, skip in planned_wires(config.protocols, get_server(cell.server)) if skip is None]
-    return (cell.wire or "json") != "json" or wires == ["json"]
+    return (cell.wire or "json") != "json" or efficient_wires(config, cell.server) == ("json",)
 
 
 def make_plan(config: RunConfig) -> Plan:
@@ -223,6 +236,7 @@ def make_plan(config: RunConfig) -> Plan:
     sessions: list[Session] = []
     per_model = {model: model_formats(model, config.formats) for model in config.models}
     groups = config.load_groups()
+    traces = list(zip(config.trace_labels(), config.trace_groups() * len(config.traces), strict=True))
     for server_name in config.servers:
         server = get_server(server_name)
         if not any(f in server.formats for fmts in per_model.values() for f in fmts):
@@ -241,6 +255,11 @@ def make_plan(config: RunConfig) -> Plan:
                               server.wires[wire].codec if skip is None else wire, wire, skip)
                          for batch in config.batch_sizes for mode, loads in groups for load in loads
                          for wire, skip in wires]
+                if not config.trace_models or model in config.trace_models:
+                    cells += [Cell(model, fmt, server_name, config.launcher, config.device, batch, mode, speed,
+                                   server.wires[wire].codec, wire, workload=label)
+                              for label, (mode, speeds) in traces for batch in config.batch_sizes
+                              for speed in speeds for wire in efficient_wires(config, server_name)]
                 if config.overload:  # last in the session: the bursts need the capacity its points measured
                     cells += [Cell(model, fmt, server_name, config.launcher, config.device, batch, OVERLOAD_MODE,
                                    factor, server.wires[wire].codec if skip is None else wire, wire, skip)

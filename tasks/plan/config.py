@@ -16,6 +16,7 @@ from tasks.core.errors import ConfigError
 from tasks.core.results import WIRES
 from tasks.core.spec import catalogue
 from tasks.loadgen.settings import MAX_CONCURRENCY, MAX_DURATION_S, MAX_WORKERS, STABLE_WINDOWS, check_timing
+from tasks.loadgen.trace import MAX_SPEED, MIN_SPEED, load_trace, trace_catalogue
 from tasks.plan.control import parse_control
 from tasks.plan.hosts import check_hosts
 from tasks.plan.suites import load_suite
@@ -83,6 +84,10 @@ def model_names() -> list[str]:
 def server_names() -> list[str]:
     return registered_servers()
 
+
+def trace_names() -> list[str]:
+    return sorted(trace_catalogue())
+
 MIN_CONFIDENCE_PCT = 50.0  # below this a decision is a coin toss
 
 @dataclass(frozen=True)
@@ -101,7 +106,14 @@ class RunConfig:
     protocols: tuple[str, ...] = ("json",)
     concurrency_sweep: str = "list"  # doubling: from `workers` up to max(concurrencies), stopped by p99/throughput
     rate_search: bool = False  # open loop: the highest rate with p99 <= p99_bound_ms, from min(rates)
-    p99_bound_ms: float | None = None  # the sweeps' latency bound (required by rate_search)
+    p99_bound_ms: float | None = None  # the sweeps' latency bound (required by rate_search and trace_search)
+    # traces replayed on every stack in open loop at their offsets (workloads/traces/<name>.csv, loadgen/trace.py),
+    # a cell per speed factor (1: as recorded), or with trace_search one cell per trace: the largest speed with p99
+    # within p99_bound_ms, doubling from min(trace_speeds) then bisecting, decided as every claim is
+    traces: tuple[str, ...] = ()
+    trace_speeds: tuple[float, ...] = (1.0,)
+    trace_search: bool = False
+    trace_models: tuple[str, ...] | None = None  # the models the traces are replayed for; None: every model of the run
     # the confidence of "p99 within a bound" (tasks/core/confidence.py): 95, not MLPerf's 99, so that a slow model's
     # claim rests on 299 requests, not 459; 99 matches MLPerf
     confidence_pct: float = 95.0
@@ -181,7 +193,7 @@ class RunConfig:
         if str(values.get("control_cell", "")).lower() in ("none", "off"):
             values["control_cell"] = None  # "none" turns the control off (a null means "the suite's, or default")
         for name in ("models", "formats", "servers", "batch_sizes", "concurrencies", "rates", "hosts", "protocols",
-                     "notify", "night_order"):
+                     "notify", "night_order", "traces", "trace_speeds", "trace_models"):
             if name in values:
                 if isinstance(values[name], (str, int, float)):
                     values[name] = [values[name]]
@@ -220,6 +232,7 @@ class RunConfig:
             raise ConfigError("tune_budget_s", self.tune_budget_s, f"must be > 0 and <= {MAX_TUNE_BUDGET_S:.0f} s")
         if self.rate_search and self.mode in ("rate", "both") and self.p99_bound_ms is None:
             raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when rate_search is on")
+        self.check_traces()
         for b in self.batch_sizes or (0,):
             if not (isinstance(b, int) and 1 <= b <= MAX_BATCH_SIZE):
                 raise ConfigError("batch_sizes", b, f"each must be an integer from 1 to {MAX_BATCH_SIZE}")
@@ -302,6 +315,33 @@ class RunConfig:
         self.prices()  # a price that is not a number >= 0 is refused here, naming its Param
         self.check_notify()
 
+    def check_traces(self) -> None:
+        """Each trace is in the catalogue and replays within a load point's longest time at its slowest speed."""
+        if len(set(self.traces)) != len(self.traces):
+            raise ConfigError("traces", list(self.traces), "must name each trace once")
+        for speed in self.trace_speeds or (0,):
+            if isinstance(speed, bool) or not (isinstance(speed, (int, float)) and MIN_SPEED <= speed <= MAX_SPEED):
+                raise ConfigError("trace_speeds", speed, f"each must be from {MIN_SPEED:g} to {MAX_SPEED:g} (1: the "
+                                                         "trace as recorded, 2: twice as fast)")
+        if not isinstance(self.trace_search, bool):
+            raise ConfigError("trace_search", self.trace_search, "must be true or false")
+        for model in self.trace_models or ():
+            if model not in self.models:
+                raise ConfigError("trace_models", model, f"must be one of the run's models {list(self.models)}")
+        if self.trace_search and self.traces and self.p99_bound_ms is None:
+            raise ConfigError("p99_bound_ms", None, "must be set (> 0 ms) when trace_search is on")
+        for name in self.traces:
+            trace = load_trace(name)
+            slowest = min(self.trace_speeds)
+            if trace.replay_s(slowest) > MAX_DURATION_S:
+                raise ConfigError("trace_speeds", slowest, f"replays trace {name} in {trace.replay_s(slowest):.0f} s: "
+                                                           f"a load point runs at most {MAX_DURATION_S:.0f} s (raise "
+                                                           "the speed or cut the trace)")
+
+    def trace_labels(self) -> tuple[str, ...]:
+        """Each trace's workload label (`trace:<name>@<digest>`), read from its file now: the plan carries them."""
+        return tuple(load_trace(name).label for name in self.traces)
+
     def check_night(self) -> None:
         """The night's budget and the order its classes of cells are measured in (tasks/plan/night.py)."""
         budget = self.night_budget_s
@@ -353,6 +393,15 @@ class RunConfig:
             groups.append(("rate-search", (float(min(self.rates)),)) if self.rate_search else
                           ("rate", tuple(float(r) for r in self.rates)))
         return groups
+
+    def trace_groups(self) -> list[tuple[str, tuple[float, ...]]]:
+        """(cell mode, speeds) of each trace's cells: one "trace-search" cell (its load the slowest speed) or a
+        "trace" cell per speed; none without traces."""
+        if not self.traces:
+            return []
+        if self.trace_search:
+            return [("trace-search", (float(min(self.trace_speeds)),))]
+        return [("trace", tuple(float(s) for s in self.trace_speeds))]
 
     def to_dict(self) -> dict:
         values = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}

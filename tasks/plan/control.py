@@ -24,6 +24,7 @@ from typing import Any
 from tasks.core.errors import ConfigError
 from tasks.core.metrics import metrics_where
 from tasks.core.results import POINT_KEY, SESSION_KEY
+from tasks.core.workloads import row_workload
 
 CONTROL_CONCURRENCY = 4  # requests in flight per generator process (see above)
 CONTROL_SESSION_PREFIX = "control."
@@ -81,7 +82,7 @@ def control_summary(control_name: str | None, control: dict | None, row: dict | 
                                                                       "or the run is not on device cpu)"}
     if row is None:
         return {"name": control_name, "measured": False, "reason": "the control cell has no ok row tonight"}
-    cell = {k: row.get(k) for k in POINT_KEY}
+    cell = {k: row_workload(row) if k == "workload" else row.get(k) for k in POINT_KEY}
     mine = [r for r in records if all(r.get(k) == cell[k] for k in cell if k != "protocol")]
     drift = {r["metric"]: {k: r.get(k) for k in ("current", "baseline", "change_pct", "change_ci_pct", "verdict",
                                                   "history_n")}

@@ -29,8 +29,10 @@ from tasks.core.confidence import requests_to_hold
 from tasks.core.paths import artifacts_root
 from tasks.core.results import OVERLOAD_MODE
 from tasks.core.spec import load_spec
+from tasks.core.workloads import TRACE_MODE, TRACE_MODES
 from tasks.loadgen.overload import phases_for
 from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, MAX_CONFIRMS, doubling
+from tasks.loadgen.trace import planned_replay_s
 from tasks.plan.cells import Cell, Session, lengthens
 from tasks.plan.config import RunConfig
 from tasks.plan.past_nights import PastNight
@@ -109,6 +111,10 @@ class Estimator:
             phases = phases_for(1.0, cell.load, config.duration_s)
             return Estimate(phases.total_s + config.request_timeout_s + POINT_OVERHEAD_S,
                             "defaults: one overload phase (before, burst, after) and its timeout")
+        if cell.mode in TRACE_MODES:
+            searched = cell.mode != TRACE_MODE
+            return Estimate(planned_replay_s(cell.workload, cell.load, searched) + POINT_OVERHEAD_S,
+                            f"defaults: {'a speed search of the trace' if searched else 'the trace replayed once'}")
         if cell.mode == "concurrency-sweep":
             points, what = len(doubling(config.workers, int(cell.load))), "a doubling sweep's points"
         elif cell.mode == "rate-search":

@@ -30,7 +30,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tasks.core.results import OVERLOAD_MODE
+from tasks.core.workloads import TRACE_MODE, TRACE_MODES
 from tasks.loadgen.sweep import DEFAULT_MAX_POINTS, doubling
+from tasks.loadgen.trace import planned_replay_s
 from tasks.serve.knobs import Knob, canonical, config_id, describe
 
 TUNE_METHODS = ("off", "grid", "quick")
@@ -78,9 +80,11 @@ def estimate_config_s(cells, warmup_s: float, duration_s: float, workers: int = 
     cells = [c for c in cells if not getattr(c, "skip", None)]
     if not cells:
         return 0.0
-    points = 0
+    points, replays_s = 0, 0.0
     for cell in cells:
-        if cell.mode == "concurrency-sweep":
+        if cell.mode in TRACE_MODES:  # a trace's point is its replay, not duration_s
+            replays_s += planned_replay_s(cell.workload, cell.load, cell.mode != TRACE_MODE) + POINT_OVERHEAD_S
+        elif cell.mode == "concurrency-sweep":
             points += len(doubling(workers, int(cell.load)))
         elif cell.mode == "rate-search":
             points += DEFAULT_MAX_POINTS
@@ -88,7 +92,7 @@ def estimate_config_s(cells, warmup_s: float, duration_s: float, workers: int = 
             points += 4
         else:
             points += 1
-    return STARTUP_ESTIMATE_S + points * (warmup_s + duration_s + POINT_OVERHEAD_S)
+    return STARTUP_ESTIMATE_S + points * (warmup_s + duration_s + POINT_OVERHEAD_S) + replays_s
 
 
 def grid_configs(knobs: tuple[Knob, ...], defaults: dict[str, Any]) -> list[dict[str, Any]]:

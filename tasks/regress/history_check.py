@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from tasks.core.confidence import PERCENTILE_LEVELS, lower_bound_only
 from tasks.core.metadata import host_fingerprint
 from tasks.core.metrics import DEFAULT_MIN_EFFECT, METRICS, bad_sign, metrics_where, number
-from tasks.core.results import CELL_KEY, cell_key, is_overload
+from tasks.core.results import CELL_KEY, KEY_DEFAULTED, cell_key, is_overload
 from tasks.core.verdicts import REGRESSED
 from tasks.regress.noise import Noise, cell_noises, row_se, winsorized_mean
 
@@ -392,7 +392,7 @@ def verdict_pairs(records_by_run: dict[str, list[dict]], verdict: str | tuple[st
     pairs = set()
     for run_id, records in records_by_run.items():
         for rec in records:
-            if rec.get("verdict") in wanted and all(k in rec for k in CELL_KEY if k not in ("config_id", "protocol")):
+            if rec.get("verdict") in wanted and all(k in rec for k in CELL_KEY if k not in KEY_DEFAULTED):
                 pairs.add((run_id, (*cell_key(rec), rec.get("host", ""))))
     return pairs
 

@@ -21,8 +21,9 @@ import json
 from dataclasses import dataclass, field
 
 from tasks.core.paths import runtime_home
-from tasks.core.results import CELL_KEY, cell_key, is_overload
+from tasks.core.results import CELL_KEY, KEY_DEFAULTED, cell_key, is_overload
 from tasks.core.verdicts import NOT_SETTLED, REGRESSED
+from tasks.core.workloads import is_fixed_workload
 from tasks.measure.inputs import input_changes, stack_changed
 from tasks.regress.annotations import is_excluded
 from tasks.regress.history_check import comparison_key, verdict_pairs
@@ -62,7 +63,7 @@ def unaccepted(earlier_records: dict[str, list[dict]]) -> set[tuple[str, tuple]]
     """(run_id, comparison key) of every cell a night judged a regression, left not settled, or left work of for the
     next night: nobody's reference."""
     left = {(run_id, (*cell_key(r), r.get("host", ""))) for run_id, records in earlier_records.items()
-            for r in records if r.get("left") and all(k in r for k in CELL_KEY if k not in ("config_id", "protocol"))}
+            for r in records if r.get("left") and all(k in r for k in CELL_KEY if k not in KEY_DEFAULTED)}
     return verdict_pairs(earlier_records, REGRESSED + NOT_SETTLED) | left
 
 
@@ -91,6 +92,8 @@ def find_references(rows: list[dict], history_rows: list[dict], earlier_records:
     found = []
     for row in rows:
         if row.get("status") != "ok" or is_overload(row):  # a burst is never re-run beside its reference
+            continue
+        if not is_fixed_workload(row):  # nor, yet, a trace's replay (docs/regressions.md): its nights compare alone
             continue
         earlier = history.get(comparison_key(row)) or []
         if not earlier:

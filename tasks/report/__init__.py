@@ -10,6 +10,7 @@ the night's message and each stack's record over the nights.
     contention.py      the header's words on the host, and a row's host state
     recommendation.py  the recommendation section (the answers of recommend.py)
     models.py          a model's section: plots, costs within each bound, its table of rows
+    traces.py          under a trace: every stack's replays, the largest speed its bound holds at, the ranking
     overload.py        overload and recovery: every burst, and how each stack behaved at the highest
     changes.py         changes since the previous comparable run, the trend, regressions side by side
     checks.py          planned cells, contended/failed/skipped cells, output checks, validation

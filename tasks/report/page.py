@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from markupsafe import Markup
 
 from tasks.core.results import frame_records, is_overload
+from tasks.core.workloads import is_fixed_workload
 from tasks.report.changes import changes_section
 from tasks.report.checks import checks_section, failures_section, planned_cells_section, validation_section
 from tasks.report.configs import configurations_section, engine_section, headline_rows
@@ -40,6 +41,7 @@ from tasks.report.provenance import provenance_section
 from tasks.report.recommendation import recommendation_section
 from tasks.report.record import record_section
 from tasks.report.templating import render, stylesheet
+from tasks.report.traces import trace_rows, traces_section
 from tasks.report.trend import run_suite
 from tasks.report.wires import best_wire_rows, wires_section
 
@@ -88,10 +90,11 @@ def rebuild_report(store, manifest: dict) -> str:
 
 
 
-def _contents(models: list[str], overload: bool, record: bool = False, night: bool = False) -> list[tuple[str, str]]:
+def _contents(models: list[str], overload: bool, record: bool = False, night: bool = False,
+              traces: bool = False) -> list[tuple[str, str]]:
     """The page's contents: (anchor, title) of each section the navigation links."""
     return [("recommendation", "Recommendation"), *((("coverage", "Budget"),) if night else ()),
-            *((f"model-{m}", m) for m in models),
+            *((f"model-{m}", m) for m in models), *((("traces", "Traces"),) if traces else ()),
             *((("overload", "Overload"),) if overload else ()), ("wires", "Wires"), ("lifecycle", "Lifecycle"),
             ("features", "Features"), ("changes", "Changes"), *((("record", "Record"),) if record else ()),
             ("cells", "Cells"), ("failures", "Failures"), ("checks", "Output checks"), ("provenance", "Provenance")]
@@ -99,7 +102,8 @@ def _contents(models: list[str], overload: bool, record: bool = False, night: bo
 
 def render_report(published: PublishedRun) -> str:
     """The page, from `published` alone (same input, same bytes)."""
-    run, rows = published.run, published.rows
+    run, every_row = published.run, published.rows
+    rows = [r for r in every_row if is_fixed_workload(r)]  # what the answers compare: a trace's rows answer apart
     # per stack: its best configuration when a search ran (else its default), over its best wire
     headline = best_wire_rows(headline_rows(rows))
     suite = run_suite(run.get("provenance") or {}, rows)
@@ -108,24 +112,26 @@ def render_report(published: PublishedRun) -> str:
     host = (run.get("provenance") or {}).get("host") or (rows[0] if rows else {})
     models = sorted({str(r["model"]) for r in headline})
     aa_noise = ((published.regressions or {}).get("aa") or {}).get("noise") or {}
-    answers = best_wire_rows(headline_rows(rows + aged(published.carried, published.night)))
+    carried = [r for r in aged(published.carried, published.night) if is_fixed_workload(r)]
+    answers = best_wire_rows(headline_rows(rows + carried))
     sections: list[Markup] = [recommendation_section(answers, bound, aa_noise.get("throughput_rps")),
                               *([coverage_section(published.night, published.carried)] if published.night else [])]
     sections += [model_section(m, [r for r in headline if str(r["model"]) == m], bound) for m in models]
-    sections += [overload_section(headline), configurations_section(rows, published.tuning),
-                 engine_section(rows), wires_section(rows), lifecycle_section(rows),
-                 features_section(rows), changes_section(published.trend, published.regressions),
+    sections += [*([traces_section(every_row, bound)] if trace_rows(every_row) else []), overload_section(headline),
+                 configurations_section(rows, published.tuning), engine_section(rows), wires_section(rows),
+                 lifecycle_section(every_row), features_section(every_row),
+                 changes_section(published.trend, published.regressions),
                  *([record_section(published.record)] if published.record else []),
-                 planned_cells_section(published.plan, rows), failures_section(rows),
-                 checks_section(published.parity, rows), validation_section(published.validation),
-                 provenance_section(run, rows, suite)]
+                 planned_cells_section(published.plan, every_row), failures_section(every_row),
+                 checks_section(published.parity, every_row), validation_section(published.validation),
+                 provenance_section(run, every_row, suite)]
     return str(render(
         "report.html", run_id=run["run_id"], date=str(run["logical_date"])[:10], status=run["status"],
         suite=suite or "–", planned=sum(len(s["cells"]) for s in (published.plan or {}).get("sessions", [])),
-        rows=len(rows), counts={s: sum(r.get("status") == s for r in rows) for s in STATUSES},
+        rows=len(every_row), counts={s: sum(r.get("status") == s for r in every_row) for s in STATUSES},
         validated=bool(published.validation.get("success")), cpu_model=host.get("cpu_model"),
-        cpu_count=host.get("cpu_count"), gpu_name=host.get("gpu_name"), contention=contention_summary(rows),
-        lead=night_lead(rows, published.regressions, published.validation), budget=budget_line(published.night),
+        cpu_count=host.get("cpu_count"), gpu_name=host.get("gpu_name"), contention=contention_summary(every_row),
+        lead=night_lead(every_row, published.regressions, published.validation), budget=budget_line(published.night),
         contents=_contents(models, any(is_overload(r) for r in headline), bool(published.record),
-                           bool(published.night)), sections=sections,
+                           bool(published.night), bool(trace_rows(every_row))), sections=sections,
         style=stylesheet("report.css")))

@@ -10,7 +10,7 @@ import pytest
 
 from tasks.core.confidence import BoundRule
 from tasks.loadgen.settings import LoadSettings
-from tasks.loadgen.sweep import LongerLook, concurrency_sweep, rate_sweep
+from tasks.loadgen.sweep import LongerLook, SearchLimits, concurrency_sweep, rate_sweep
 
 
 def _fake_point(capacity_rps: float, base_ms: float = 1.0, samples: int = 1000):
@@ -37,7 +37,7 @@ def test_sweeps_follow_their_stop_rules():
     assert [c for c, _ in bounded.points] == [1, 2, 4] and bounded.best_load == 2
     assert bounded.stop_reason == "p99 above 3 ms at concurrency 4 (50 of 1000 requests slower)"
     rate = rate_sweep(_fake_point(1000), replace(base, mode="rate", load=1), start_rps=100, bound=BoundRule(10.0),
-                      resolution_pct=2, max_points=20)
+                      limits=SearchLimits(2, 20))
     assert 880 <= rate.best_load <= 900  # p99 <= 10 ms  <=>  rate <= 900
     assert all(m.latency_ms_p99 <= 10 for r, m in rate.points if r <= rate.best_load)
 
@@ -49,7 +49,7 @@ def test_an_undecided_point_neither_stops_a_sweep_nor_is_claimed_as_a_rate():
     assert [c for c, _ in few.points] == [1, 2, 4, 8]
     # the rate search steers on the point estimate (none of 30 slower: go higher) but claims no rate undecided
     rate = rate_sweep(_fake_point(1000, samples=30), replace(base, mode="rate", load=1), start_rps=100,
-                      bound=BoundRule(10.0), max_points=5)
+                      bound=BoundRule(10.0), limits=SearchLimits(max_points=5))
     assert [r for r, _ in rate.points] == [100, 200, 400, 800, 1600] and rate.best_load is None
     assert "no rate decided within 10 ms (the highest passing on its point estimate, 800 req/s, undecided)" \
         in rate.stop_reason
@@ -67,7 +67,7 @@ def test_the_points_an_answer_hinges_on_are_looked_at_longer():
 
     rate_base = replace(base, mode="rate", load=1)
     rate = rate_sweep(_fake_point(1000, samples=30), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
-                      resolution_pct=2, max_points=20, longer=LongerLook(confirm("rate", 1000, 1000)))
+                      limits=SearchLimits(2, 20), longer=LongerLook(confirm("rate", 1000, 1000)))
     # the claim is looked for 10 % below the highest passing rate (887.5): a short point there, then its longer
     # look (1000 requests, none slow) holds, and that rate is the claim; the search's own points stay within 20
     highest = max(r for r, m in rate.points[:-2] if m.latency_ms_p99 <= 10)
@@ -78,20 +78,20 @@ def test_the_points_an_answer_hinges_on_are_looked_at_longer():
     looked.clear()
     # longer looks that stay undecided (200 requests): two, each a step lower, and no rate is claimed
     undecided = rate_sweep(_fake_point(1000, samples=30), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
-                           resolution_pct=2, max_points=20, longer=LongerLook(confirm("rate", 1000, 200)))
+                           limits=SearchLimits(2, 20), longer=LongerLook(confirm("rate", 1000, 200)))
     assert looked == pytest.approx([0.9 * highest, 0.81 * highest]) and undecided.best_load is None
     assert "no rate decided within 10 ms" in undecided.stop_reason
     looked.clear()
     # a longer look shows a lower capacity than the short points did (850 req/s: p99 within 10 ms up to 765): the
     # look 10 % below the highest passing rate (798.75) fails, the one a step further down (718.9) holds
     stepped = rate_sweep(_fake_point(1000, samples=30), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
-                         resolution_pct=2, max_points=20, longer=LongerLook(confirm("rate", 850, 1000)))
+                         limits=SearchLimits(2, 20), longer=LongerLook(confirm("rate", 850, 1000)))
     assert looked == pytest.approx([0.9 * highest, 0.81 * highest]) and stepped.best_load == looked[1]
     assert "798.75 req/s fails, 718.875 req/s holds" in stepped.stop_reason
     looked.clear()
     # a point that holds on its first look at or above the step's rate is the claim: no longer look
     held = rate_sweep(_fake_point(1000, samples=1000), rate_base, start_rps=100, bound=BoundRule(10.0, looks=2),
-                      resolution_pct=2, max_points=20, longer=LongerLook(confirm("rate", 1000, 1000)))
+                      limits=SearchLimits(2, 20), longer=LongerLook(confirm("rate", 1000, 1000)))
     assert looked == [] and 880 <= held.best_load <= 900
     closed = concurrency_sweep(_fake_point(8000, samples=30), base, concurrencies=[1, 2, 4],
                                bound=BoundRule(3.0, looks=2), longer=LongerLook(confirm("concurrency", 8000, 1000)))
@@ -109,13 +109,13 @@ def test_no_longer_look_where_a_point_of_the_server_life_already_holds_as_fast()
 
     # another wire of the server life holds at 850 req/s: the search's claim 10 % below ~887 could not beat it
     rate = rate_sweep(_fake_point(1000, samples=30), replace(base, mode="rate", load=1), start_rps=100,
-                      bound=BoundRule(10.0, looks=2), resolution_pct=2, max_points=20,
+                      bound=BoundRule(10.0, looks=2), limits=SearchLimits(2, 20),
                       longer=LongerLook(look, lambda: 850.0))
     assert looked == [] and rate.best_load is None and len(rate.points) <= 20
     assert "a point of its server life holds at 850 req/s, no answer hinges on a slower one" in rate.stop_reason
     # held at 700 req/s: the look at ~799 could beat it, and is taken
     faster = rate_sweep(_fake_point(1000, samples=30), replace(base, mode="rate", load=1), start_rps=100,
-                        bound=BoundRule(10.0, looks=2), resolution_pct=2, max_points=20,
+                        bound=BoundRule(10.0, looks=2), limits=SearchLimits(2, 20),
                         longer=LongerLook(look, lambda: 700.0))
     assert len(looked) == 1 and faster.best_load == looked[0] > 700
     looked.clear()

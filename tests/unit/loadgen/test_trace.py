@@ -70,3 +70,21 @@ def test_a_replays_settings_take_in_its_last_arrival_and_the_schedule_is_the_tra
     long = Trace("long", np.array([0, 4000 * NS], dtype=np.int64))
     with pytest.raises(ConfigError, match="raise the speed"):
         TraceReplay(long).settings(LoadSettings())
+
+
+def test_a_planned_trace_is_found_by_name_and_a_changed_one_fails_its_cell(tmp_path, monkeypatch):
+    from tasks.loadgen.trace import TRACES_ENV, load_trace, planned_replay_s, replay_of, trace_catalogue
+
+    assert "synthetic-day" in trace_catalogue()
+    with pytest.raises(ConfigError, match=r"traces='nope': must be one of the traces \[.*'synthetic-day'"):
+        load_trace("nope")
+    monkeypatch.setenv(TRACES_ENV, str(tmp_path))
+    write_trace(tmp_path / "mine.csv", _trace(0.0, 0.5, 1.0, name="mine"), made_by="a test")
+    label = load_trace("mine").label
+    replay = replay_of(label, 2.0)
+    assert replay.speed == 2.0 and replay.length_s == 0.5
+    assert planned_replay_s(label, 1.0) == pytest.approx(1.001)
+    assert planned_replay_s(label, 1.0, search=True) == pytest.approx(3 * 1.001)
+    write_trace(tmp_path / "mine.csv", _trace(0.0, 0.5, 1.5, name="mine"), made_by="an edit")
+    with pytest.raises(ConfigError, match="trace mine changed since the run was planned"):
+        replay_of(label, 1.0)

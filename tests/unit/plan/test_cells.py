@@ -59,7 +59,7 @@ def test_protocols_best_plans_every_wire_a_stack_speaks_and_skips_what_it_lacks(
     skipped = next(c for s in plan.sessions for c in s.cells if c.server == "bentoml" and c.skip)
     assert skipped.skip.startswith("server bentoml has no grpc wire: ") and skipped.cell_id.endswith(".grpc")
     keys = [c.key for c in plan.cells]
-    assert len(keys) == len(set(keys)) and CELL_KEY[-1] == "protocol"  # one cell key per wire
+    assert len(keys) == len(set(keys)) and "protocol" in CELL_KEY  # one cell key per wire
     assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))).cells == plan.cells
     with pytest.raises(ConfigError, match="protocols"):
         RunConfig.from_params({"protocols": []})
@@ -75,7 +75,8 @@ def test_an_older_plans_protocol_reads_as_protocols():
 def test_a_row_before_1_1_keys_as_its_servers_rest_json():
     old = {"model": "mlp", "format": "onnx", "server": "torchserve", "launcher": "process", "device": "cpu",
            "batch_size": 1, "mode": "concurrency", "load": 1.0}
-    assert cell_key(old)[-1] == "torchserve_rest" and cell_key(old)[-2] == "default"
+    key = dict(zip(CELL_KEY, cell_key(old), strict=True))
+    assert key["protocol"] == "torchserve_rest" and key["config_id"] == "default" and key["workload"] == "fixed"
     assert cell_key({**old, "protocol": "torchserve_raw"}) != cell_key(old)
     cell = make_plan(RunConfig.from_params({"servers": ["custom"], "protocols": ["best"], "concurrencies": [1],
                                             "control_cell": "none"})).cells
@@ -113,3 +114,44 @@ def test_a_run_without_a_control_keeps_it_off_through_plan_json():
     assert RunConfig.from_dict(off.to_dict()).control_cell is None
     on = RunConfig.from_params({})
     assert RunConfig.from_dict(on.to_dict()).control_cell == on.control_cell == "mlp/onnx/custom"
+
+
+def test_a_trace_is_planned_per_speed_on_each_stacks_efficient_wires_with_its_label_in_the_key():
+    from tasks.loadgen.trace import load_trace
+
+    label = load_trace("synthetic-day").label
+    plan = make_plan(RunConfig.from_params({"servers": ["triton", "bentoml"], "protocols": ["best", "json"],
+                                            "concurrencies": [1], "traces": ["synthetic-day"],
+                                            "trace_speeds": [1, 2], "control_cell": "none"}))
+    traced = {s.server: [(c.mode, c.load, c.wire) for c in s.cells if c.workload == label] for s in plan.sessions}
+    # Triton: binary and gRPC, not JSON; BentoML speaks only JSON
+    assert traced == {"triton": [("trace", 1.0, "binary"), ("trace", 1.0, "grpc"), ("trace", 2.0, "binary"),
+                                 ("trace", 2.0, "grpc")],
+                      "bentoml": [("trace", 1.0, "json"), ("trace", 2.0, "json")]}
+    keys = [c.key for c in plan.cells]
+    assert len(keys) == len(set(keys)) and len({c.cell_id for c in plan.cells}) == len(plan.cells)
+    cell = next(c for c in plan.cells if c.workload == label)
+    assert cell.cell_id.endswith(".trace1.binary.synthetic-day")
+    rows = [{**cell.to_dict(), "status": "ok"}, {**cell.to_dict(), "workload": "fixed", "status": "ok"}]
+    assert rows_of(cell, rows) == rows[:1]  # a fixed-request row at the same mode and load is another cell's
+
+
+def test_a_trace_search_is_one_cell_per_trace_for_the_models_asked():
+    plan = make_plan(RunConfig.from_params({"models": ["mlp", "tiny-bert"], "servers": ["custom"],
+                                            "concurrencies": [1], "traces": ["synthetic-day"], "trace_search": True,
+                                            "trace_speeds": [0.5, 4], "trace_models": ["tiny-bert"],
+                                            "p99_bound_ms": 100.0, "control_cell": "none"}))
+    traced = [(c.model, c.mode, c.load) for c in plan.cells if c.workload != "fixed"]
+    assert traced == [("tiny-bert", "trace-search", 0.5)] and plan.cells[-1].is_sweep
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"traces": ["nope"]}, "traces='nope'"),
+    ({"traces": ["synthetic-day"], "trace_speeds": [0]}, "trace_speeds=0"),
+    ({"traces": ["synthetic-day"], "trace_speeds": [0.01]}, "trace_speeds=0.01"),  # 6,000 s at 0.01 x
+    ({"traces": ["synthetic-day"], "trace_search": True}, "p99_bound_ms=None"),
+    ({"traces": ["synthetic-day"], "trace_models": ["resnet50"]}, "trace_models='resnet50'"),
+])
+def test_a_bad_trace_param_is_refused_naming_it(params, field):
+    with pytest.raises(ConfigError, match=field):
+        RunConfig.from_params(params)

@@ -12,8 +12,8 @@ def _row(**fields) -> dict:
     r = empty_row()
     r.update(run_id="r", schema_version=SCHEMA_VERSION, model="mlp", format="onnx", server="custom",
              launcher="process", device="cpu", batch_size=1, config_id="default", protocol="kserve_v2_rest",
-             wire="json", status="ok", host_state="{}", first_correct_s=1.0, capabilities="{}", errors=0,
-             error_rate=0.0)
+             workload="fixed", wire="json", status="ok", host_state="{}", first_correct_s=1.0, capabilities="{}",
+             errors=0, error_rate=0.0)
     r.update(fields)
     return r
 
