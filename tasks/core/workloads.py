@@ -20,11 +20,19 @@ def row_workload(row: dict[str, Any]) -> str:
     return str(row.get("workload") or FIXED_WORKLOAD)
 
 
+def trace_label_parts(workload: str | None) -> tuple[str, str] | None:
+    """(name, digest) of a trace's label `trace:<name>@<digest>` (digest "" where it has none); None otherwise."""
+    kind, _, rest = str(workload or "").partition(":")
+    name, _, digest = rest.partition("@")
+    return (name, digest) if kind == "trace" and name else None
+
+
 def workload_tag(workload: str | None) -> str:
     """A workload's short name in cell ids: "" for the fixed request, a trace's name (`trace:<name>@<digest>`)."""
     if not workload or workload == FIXED_WORKLOAD:
         return ""
-    return workload.partition(":")[2].partition("@")[0] or workload
+    parts = trace_label_parts(workload)
+    return parts[0] if parts else workload
 
 
 def is_fixed_workload(row: dict[str, Any]) -> bool:

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from tasks.core.errors import ConfigError
+from tasks.core.workloads import trace_label_parts
 from tasks.loadgen.settings import MAX_DURATION_S, LoadSettings
 
 FORMAT_LINE = "# serving-eval trace 1"
@@ -232,10 +233,10 @@ def load_trace(name: str, field_name: str = "traces") -> Trace:
 def replay_of(workload: str, speed: float) -> TraceReplay:
     """The replay of a planned trace cell: its workload label's trace, read from the catalogue again and checked
     against the label's digest (a trace file changed since the plan is another trace: the cell fails, naming it)."""
-    kind, _, rest = workload.partition(":")
-    name, _, digest = rest.partition("@")
-    if kind != "trace" or not name:
+    parts = trace_label_parts(workload)
+    if parts is None:
         raise ConfigError("workload", workload, "must be a trace's label, trace:<name>@<digest>")
+    name, digest = parts
     trace = load_trace(name, "workload")
     if digest and trace.digest != digest:
         raise ConfigError("workload", workload, f"trace {name} changed since the run was planned: its offsets' digest "
